@@ -1,0 +1,56 @@
+// swift-tools-version:6.0
+//
+// DocSession: a document-session server speaking JSON-RPC 2.0 over stdio.
+// The targets follow the module boundaries described in README.md ("Architecture").
+
+import PackageDescription
+
+let package = Package(
+    name: "docsession",
+    products: [
+        .executable(name: "docsession", targets: ["docsession"]),
+        // Libraries are products so that the fuzzing package under Fuzz/ can link them.
+        .library(name: "JSON", targets: ["JSON"]),
+        .library(name: "JSONRPC", targets: ["JSONRPC"]),
+        .library(name: "Server", targets: ["Server"]),
+        .library(name: "Client", targets: ["Client"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+    ],
+    targets: [
+        // json-c, Debian's libjson-c-dev: the only JSON implementation in the project.
+        .systemLibrary(
+            name: "CJSONC",
+            pkgConfig: "json-c",
+            providers: [.apt(["libjson-c-dev"])]
+        ),
+        // JSONValue parsed and serialised through json-c, hardened; the only module touching json-c.
+        .target(name: "JSON", dependencies: ["CJSONC"]),
+        // Framing, the JSON-RPC 2.0 message model, batches, the serial writer, cancellation.
+        .target(name: "JSONRPC", dependencies: [
+            "JSON",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The protocol's method table and lifecycle; the only place that knows wire and core types.
+        .target(name: "Server", dependencies: [
+            "JSONRPC",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Drives a server from the outside (spawn, frame, print traffic): the demo, later call/run/replay.
+        .target(name: "Client", dependencies: ["JSONRPC"]),
+        // The executable: arguments, stdio wiring, logging, signals. No logic of its own.
+        .executableTarget(name: "docsession", dependencies: [
+            "Server",
+            "Client",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
+        .testTarget(name: "JSONTests", dependencies: ["JSON"]),
+        .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
+        .testTarget(name: "ServerTests", dependencies: ["Server"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server"]),
+    ]
+)

@@ -1,0 +1,92 @@
+import Synchronization
+
+/// Set when the client cancels a request; long handlers poll it between steps.
+public final class CancellationToken: Sendable {
+    private let flag = Atomic<Bool>(false)
+
+    public init() {}
+
+    /// Whether the request was cancelled.
+    public var isCancelled: Bool { flag.load(ordering: .acquiring) }
+
+    /// Marks the request cancelled.
+    public func cancel() { flag.store(true, ordering: .releasing) }
+}
+
+/// What a handler knows about the request it is answering.
+public struct RequestContext: Sendable {
+    public let id: RequestID
+    public let method: String
+    public let cancellation: CancellationToken
+
+    public init(id: RequestID, method: String, cancellation: CancellationToken = CancellationToken()) {
+        self.id = id
+        self.method = method
+        self.cancellation = cancellation
+    }
+
+    /// Throws the -32800 error when the client has cancelled this request.
+    public func checkCancellation() throws(ResponseError) {
+        if cancellation.isCancelled { throw ResponseError.cancelled(id) }
+    }
+}
+
+/// The requests received and not yet answered, so that `$/cancelRequest` can reach one whether it
+/// is still queued or already running. The reader registers a request as soon as it is parsed and
+/// applies cancellations at once, ahead of the ordered queue; the dispatcher removes it when
+/// answered. A cancellation for an id that is not pending is ignored (the answer has gone out).
+public final class PendingRequests: Sendable {
+    private struct Entry {
+        var count: Int
+        var token: CancellationToken
+    }
+
+    private let entries = Mutex<[RequestID: Entry]>([:])
+
+    public init() {}
+
+    /// Records a request that has been queued.
+    public func enqueue(_ id: RequestID) {
+        entries.withLock { entries in
+            if var entry = entries[id] {
+                entry.count += 1
+                entries[id] = entry
+            } else {
+                entries[id] = Entry(count: 1, token: CancellationToken())
+            }
+        }
+    }
+
+    /// The token of a pending request (a fresh one when the id was never queued).
+    public func token(for id: RequestID) -> CancellationToken {
+        entries.withLock { $0[id]?.token } ?? CancellationToken()
+    }
+
+    /// Cancels a pending request; answers whether one was pending.
+    @discardableResult
+    public func cancel(_ id: RequestID) -> Bool {
+        entries.withLock { entries in
+            guard let entry = entries[id] else { return false }
+            entry.token.cancel()
+            return true
+        }
+    }
+
+    /// Forgets a request once it has been answered.
+    public func finish(_ id: RequestID) {
+        entries.withLock { entries in
+            guard var entry = entries[id] else { return }
+            entry.count -= 1
+            if entry.count <= 0 {
+                entries[id] = nil
+            } else {
+                // A client reusing a pending id gets a fresh token for the next one.
+                entry.token = CancellationToken()
+                entries[id] = entry
+            }
+        }
+    }
+
+    /// The number of requests pending.
+    public var count: Int { entries.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+}

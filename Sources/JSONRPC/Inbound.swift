@@ -1,0 +1,84 @@
+import JSON
+
+/// One unit of work for the dispatcher, in the order it arrived.
+public enum Inbound: Sendable, Equatable {
+    /// A single message.
+    case message(IncomingMessage)
+    /// A non-empty batch; answered with an array of the responses, or nothing if there are none.
+    case batch([IncomingMessage])
+    /// A fault answered with one error response under id null (framing, JSON, an empty batch).
+    case failure(ResponseError)
+}
+
+/// Turns raw input bytes into `Inbound` work: framing, JSON parsing and JSON-RPC classification.
+///
+/// It runs on the reader's thread, ahead of the ordered queue, and applies `$/cancelRequest` at once
+/// so that a cancellation overtakes the requests still waiting behind a slow one.
+public final class InboundDecoder {
+    private var framer: FrameParser
+    private let parser: JSONParser
+    private let pending: PendingRequests
+
+    public init(maxMessageSize: Int, pending: PendingRequests) {
+        framer = FrameParser(maxMessageSize: maxMessageSize)
+        parser = JSONParser()
+        self.pending = pending
+    }
+
+    /// Whether the stream ended between messages (nothing partial buffered).
+    public var isAtMessageBoundary: Bool { framer.isAtMessageBoundary }
+
+    /// The work completed by these bytes, in order.
+    public func decode(_ bytes: some Collection<UInt8>) -> [Inbound] {
+        var work: [Inbound] = []
+        for event in framer.feed(bytes) {
+            switch event {
+            case .error(let error):
+                work.append(.failure(ResponseError(.parseError, "Parse error: \(error)")))
+            case .message(let body):
+                if let item = decodeBody(body) { work.append(item) }
+            }
+        }
+        return work
+    }
+
+    /// Parses and classifies one framed body; `nil` when nothing remains to dispatch.
+    public func decodeBody(_ body: [UInt8]) -> Inbound? {
+        let value: JSONValue
+        do {
+            value = try parser.parse(body)
+        } catch {
+            return .failure(ResponseError(parseError: error))
+        }
+        if case .array(let elements) = value {
+            if elements.isEmpty {
+                return .failure(ResponseError(.invalidRequest, "Invalid request: empty batch"))
+            }
+            let messages = elements.compactMap(accept)
+            return messages.isEmpty ? nil : .batch(messages)
+        }
+        return accept(IncomingMessage(value)).map(Inbound.message)
+    }
+
+    private func accept(_ value: JSONValue) -> IncomingMessage? {
+        accept(IncomingMessage(value))
+    }
+
+    /// Registers requests and applies cancellations; answers what the dispatcher still has to see.
+    private func accept(_ message: IncomingMessage) -> IncomingMessage? {
+        switch message {
+        case .request(let request):
+            pending.enqueue(request.id)
+        case .notification(let notification) where notification.method == "$/cancelRequest":
+            // Handled here, ahead of the queue; a malformed one is dropped, as notifications
+            // cannot be answered.
+            if let id = notification.params?["id"].flatMap(RequestID.init(json:)), id != .null {
+                pending.cancel(id)
+            }
+            return nil
+        default:
+            break
+        }
+        return message
+    }
+}

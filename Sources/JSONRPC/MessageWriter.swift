@@ -1,0 +1,94 @@
+import JSON
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The one serial writer of outgoing messages: each message is serialised, framed and written whole
+/// before the next one starts, whatever task sends it.
+public final class MessageWriter: Sendable {
+    /// Where framed bytes go; answers `false` when the peer is gone.
+    public typealias Sink = @Sendable ([UInt8]) -> Bool
+
+    private let sink: Sink
+    private let state = Mutex<(broken: Bool, observers: [@Sendable (JSONValue) -> Void])>((false, []))
+
+    /// A writer that hands each framed message to `sink`.
+    public init(sink: @escaping Sink) {
+        self.sink = sink
+    }
+
+    /// A writer to a file descriptor (the protocol's duplicate of stdout).
+    public convenience init(fileDescriptor: Int32) {
+        self.init(sink: { bytes in FileDescriptorIO.writeAll(fileDescriptor, bytes) })
+    }
+
+    /// Calls `observer` with every message before it is written (tracing, recording).
+    public func addObserver(_ observer: @escaping @Sendable (JSONValue) -> Void) {
+        state.withLock { $0.observers.append(observer) }
+    }
+
+    /// Whether a write has failed (the peer closed its end).
+    public var isBroken: Bool { state.withLock { $0.broken } }
+
+    /// Writes one message. Messages to a broken peer are dropped.
+    public func send(_ message: JSONValue) {
+        let framed = Framing.frame(message.serialized())
+        state.withLock { state in
+            guard !state.broken else { return }
+            for observer in state.observers { observer(message) }
+            if !sink(framed) { state.broken = true }
+        }
+    }
+
+    /// Writes a response.
+    public func send(_ response: Response) { send(response.json) }
+
+    /// Writes a notification.
+    public func send(_ notification: Notification) { send(notification.json) }
+}
+
+/// Blocking reads and writes on the protocol's pipes, looping over EINTR and short writes.
+public enum FileDescriptorIO {
+    /// Writes all of `bytes`; answers `false` on an error such as EPIPE (the peer has gone).
+    public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    if errno == EAGAIN {
+                        // The descriptor was left non-blocking by the parent: wait until writable.
+                        var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                        _ = poll(&poller, 1, -1)
+                        continue
+                    }
+                    return false
+                }
+                offset += written
+            }
+            return true
+        }
+    }
+
+    /// Reads up to `capacity` bytes; an empty answer means end of input, `nil` an error.
+    public static func read(_ fd: Int32, capacity: Int = 1 << 16) -> [UInt8]? {
+        var chunk = [UInt8](repeating: 0, count: capacity)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, capacity) }
+            if count >= 0 {
+                chunk.removeLast(capacity - count)
+                return chunk
+            }
+            if errno == EINTR { continue }
+            if errno == EAGAIN {
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&poller, 1, -1)
+                continue
+            }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import JSON
+import JSONRPC
+
+/// A way of counting the `character` of a position: the code units of one encoding.
+public enum PositionEncoding: String, Sendable, CaseIterable {
+    case utf8 = "utf-8"
+    case utf16 = "utf-16"
+    case utf32 = "utf-32"
+}
+
+/// LSP's trace levels (`$/setTrace`).
+public enum TraceLevel: String, Sendable, CaseIterable {
+    case off, messages, verbose
+}
+
+extension Server {
+    /// `initialize`: negotiates the position encoding and the trace level; answers the server's
+    /// info and capabilities.
+    func initialize(_ rawParams: JSONValue?) throws(ResponseError) -> JSONValue {
+        let params = try Params(byName: rawParams, method: "initialize")
+        // Read everything before changing anything: a bad field leaves the server uninitialized.
+        _ = try params.optionalInteger("processId")
+        if let clientInfo = try params.optionalObject("clientInfo") {
+            _ = try clientInfo.string("name")
+            _ = try clientInfo.optionalString("version")
+        }
+        let traceLevel = try params.optionalEnumeration("trace", TraceLevel.allCases.map(\.rawValue))
+        var offered: [String]? = nil
+        if let capabilities = try params.optionalObject("capabilities") {
+            // LSP 3.17 puts the list under capabilities.general; the short form is accepted too.
+            if let general = try capabilities.optionalObject("general") {
+                offered = try general.optionalStringArray("positionEncodings")
+            }
+            if offered == nil {
+                offered = try capabilities.optionalStringArray("positionEncodings")
+            }
+        }
+        // The first encoding the client lists that the server knows; utf-16 when none is listed
+        // (every LSP client must support it).
+        let chosen = offered?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
+
+        positionEncoding = chosen
+        if let traceLevel { trace = TraceLevel(rawValue: traceLevel) ?? .off }
+        lifecycle = .running
+        return [
+            "serverInfo": ["name": .string(Self.name), "version": .string(Self.version)],
+            "capabilities": [
+                "positionEncoding": .string(chosen.rawValue),
+                "maxMessageSize": .integer(Int64(configuration.maxMessageSize)),
+                "batches": true,
+                "cancellation": true,
+            ],
+        ]
+    }
+
+    /// `initialized`: the client is ready. Nothing to do yet; later parts start watchers here.
+    func initialized() {
+        logger.debug("client sent initialized")
+    }
+
+    /// `shutdown`: stop accepting work; answers null.
+    func shutdown(_ params: JSONValue?) throws(ResponseError) -> JSONValue {
+        try Params.expectNone(params, method: "shutdown")
+        lifecycle = .shutDown
+        return .null
+    }
+
+    /// `exit`: status 0 after shutdown, else 1.
+    func exit() {
+        exitStatus = lifecycle == .shutDown ? 0 : 1
+    }
+
+    /// `$/setTrace`: a notification, so a bad value cannot be answered; it is logged and ignored.
+    func setTrace(_ rawParams: JSONValue?) {
+        do throws(ResponseError) {
+            let params = try Params(byName: rawParams, method: "$/setTrace")
+            guard let value = try params.optionalEnumeration("value", TraceLevel.allCases.map(\.rawValue)) else {
+                throw ResponseError.invalidParams(field: "params.value", "missing")
+            }
+            trace = TraceLevel(rawValue: value) ?? .off
+        } catch {
+            logger.warning("ignored $/setTrace: \(error.message)")
+        }
+    }
+
+    // MARK: - Tracing
+
+    /// Sends `$/logTrace` for a message received, when tracing is on.
+    func traceReceived(_ what: String, params: JSONValue?) {
+        guard trace != .off else { return }
+        sendTrace("Received \(what)", verbose: params)
+    }
+
+    /// Sends one `$/logTrace`; `verbose` is included only at the verbose level.
+    func sendTrace(_ message: String, verbose: JSONValue?) {
+        var params: JSONObject = ["message": .string(message)]
+        if trace == .verbose { params["verbose"] = .string((verbose ?? .null).jsonText) }
+        writer.send(Notification(method: "$/logTrace", params: .object(params)))
+    }
+}

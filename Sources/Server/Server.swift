@@ -1,0 +1,141 @@
+import JSON
+import JSONRPC
+import Logging
+
+/// The protocol's method table and lifecycle: it decodes params into core types, calls the core,
+/// and encodes results. It is the only module that knows both the wire and the core.
+///
+/// The connection calls it from one task, in arrival order, so its state needs no lock.
+public final class Server: MessageHandler {
+    /// The server's name and version, as `initialize` and `--version` report them.
+    public static let name = "docsession"
+    public static let version = "0.1.0"
+
+    /// Where the server is in LSP's lifecycle.
+    public enum Lifecycle: Sendable, Equatable {
+        /// Before `initialize`: only `initialize` and `exit` are accepted.
+        case uninitialized
+        /// Serving.
+        case running
+        /// After `shutdown`: only `exit` is accepted.
+        case shutDown
+    }
+
+    /// Options fixed when the server starts.
+    public struct Configuration: Sendable {
+        /// The largest message accepted, reported to the client by `initialize`.
+        public var maxMessageSize: Int
+        public init(maxMessageSize: Int = 64 << 20) { self.maxMessageSize = maxMessageSize }
+    }
+
+    public internal(set) var lifecycle: Lifecycle = .uninitialized
+    public internal(set) var exitStatus: Int32?
+    /// The position encoding chosen at `initialize` (utf-16 until then, LSP's default).
+    public internal(set) var positionEncoding: PositionEncoding = .utf16
+    /// The trace level set by `initialize` or `$/setTrace`.
+    public internal(set) var trace: TraceLevel = .off
+
+    let writer: MessageWriter
+    let logger: Logger
+    let configuration: Configuration
+
+    public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
+        self.writer = writer
+        self.logger = logger
+        self.configuration = configuration
+    }
+
+    // MARK: - Method table
+
+    typealias RequestHandler = @Sendable (Server, Request, RequestContext) async throws(ResponseError) -> JSONValue
+    typealias NotificationHandler = @Sendable (Server, Notification) async -> Void
+
+    /// The requests the server answers, by method name. Adding a method: see the README's checklist.
+    static let requestHandlers: [String: RequestHandler] = [
+        "initialize": { server, request, _ throws(ResponseError) in try server.initialize(request.params) },
+        "shutdown": { server, request, _ throws(ResponseError) in try server.shutdown(request.params) },
+    ]
+
+    /// The notifications the server acts on, by method name.
+    static let notificationHandlers: [String: NotificationHandler] = [
+        "initialized": { server, _ in server.initialized() },
+        "exit": { server, _ in server.exit() },
+        "$/setTrace": { server, notification in server.setTrace(notification.params) },
+    ]
+
+    /// Every method a client may send that the server implements: the method table plus
+    /// `$/cancelRequest`, which the connection applies ahead of the queue.
+    public static var clientMethods: Set<String> {
+        Set(requestHandlers.keys).union(notificationHandlers.keys).union(["$/cancelRequest"])
+    }
+
+    /// Every notification the server may send.
+    public static let serverNotifications: Set<String> = ["$/logTrace"]
+
+    // MARK: - MessageHandler
+
+    public func handle(_ request: Request, context: RequestContext) async -> Result<JSONValue, ResponseError> {
+        traceReceived("request '\(request.method) - (\(request.id))'", params: request.params)
+        let started = ContinuousClock.now
+        let result = await answer(request, context: context)
+        if trace != .off {
+            let elapsed = started.duration(to: .now)
+            let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+            let outcome: JSONValue
+            switch result {
+            case .success(let value): outcome = value
+            case .failure(let error): outcome = error.json
+            }
+            let rounded = (milliseconds * 1000).rounded() / 1000
+            sendTrace("Sending response '\(request.method) - (\(request.id))'. Processing request took \(rounded)ms", verbose: outcome)
+        }
+        return result
+    }
+
+    private func answer(_ request: Request, context: RequestContext) async -> Result<JSONValue, ResponseError> {
+        switch lifecycle {
+        case .uninitialized where request.method != "initialize":
+            return .failure(ResponseError(.serverNotInitialized, "Server not initialized: send initialize before \(request.method)"))
+        case .running where request.method == "initialize":
+            return .failure(ResponseError(.invalidRequest, "initialize was already received; it may be sent only once"))
+        case .shutDown:
+            return .failure(ResponseError(.invalidRequest, "Server is shut down: only the exit notification is accepted (got \(request.method))"))
+        default:
+            break
+        }
+        guard let handler = Self.requestHandlers[request.method] else {
+            return .failure(ResponseError(.methodNotFound, "Method not found: \(request.method)"))
+        }
+        do {
+            return .success(try await handler(self, request, context))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    public func handle(_ notification: Notification) async {
+        traceReceived("notification '\(notification.method)'", params: notification.params)
+        // LSP: before initialize and after shutdown, notifications other than exit are dropped.
+        guard notification.method == "exit" || lifecycle == .running else {
+            logger.debug("dropped notification \(notification.method) (lifecycle \(lifecycle))")
+            return
+        }
+        guard let handler = Self.notificationHandlers[notification.method] else {
+            // Unknown notifications are ignored, as JSON-RPC and LSP ask.
+            logger.debug("ignored unknown notification \(notification.method)")
+            return
+        }
+        await handler(self, notification)
+    }
+
+    public func handle(_ response: Response) async {
+        // The server sends no requests yet, so any response is unsolicited.
+        logger.warning("ignored a response to a request the server never sent (id \(response.id))")
+    }
+
+    public func inputEnded(midMessage: Bool) async -> Int32 {
+        let status: Int32 = lifecycle == .shutDown ? 0 : 1
+        if status != 0 { logger.warning("input ended without shutdown and exit; exiting with status 1") }
+        return status
+    }
+}
