@@ -127,10 +127,16 @@ public struct FrameParser: Sendable {
                     state = .body(length)
                     continue
                 }
-                guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
-                    let looksLikeJSON = line.first == UInt8(ascii: "{") || line.first == UInt8(ascii: "[")
+                if line.first == UInt8(ascii: "{") || line.first == UInt8(ascii: "[") {
+                    // Resynchronise from inside this line: a header may follow the JSON directly.
                     start = lineStart + 1
-                    return fail(looksLikeJSON ? .unframedJSON : .malformedHeaderLine(Self.preview(line)))
+                    return fail(.unframedJSON)
+                }
+                guard let colon = line.firstIndex(of: UInt8(ascii: ":")),
+                    colon > line.startIndex, line[line.startIndex..<colon].allSatisfy(Self.isTokenByte)
+                else {
+                    start = lineStart + 1
+                    return fail(.malformedHeaderLine(Self.preview(line)))
                 }
                 let name = line[line.startIndex..<colon]
                 let value = Self.trimmed(line[(colon + 1)...])
@@ -191,6 +197,16 @@ public struct FrameParser: Sendable {
             return .failure(.invalidContentLength(preview(value), "it is too large"))
         }
         return .success(number)
+    }
+
+    /// Whether a byte may appear in a header name (RFC 9110's token characters).
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+        }
     }
 
     private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
