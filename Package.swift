@@ -51,6 +51,6 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server", "Client", "JSON"]),
     ]
 )

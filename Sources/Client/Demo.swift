@@ -72,7 +72,7 @@ public struct Demo {
     }
 
     private func printQueuedNotifications(_ server: ServerProcess) {
-        for message in server.queuedMessages where message["method"] != nil {
+        for message in server.takeNotifications() {
             output("<-- \(message.jsonText)")
         }
     }

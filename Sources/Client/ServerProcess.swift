@@ -119,6 +119,15 @@ public final class ServerProcess: @unchecked Sendable {
         return received
     }
 
+    /// Takes every queued notification (messages with a method), leaving responses queued.
+    public func takeNotifications() -> [JSONValue] {
+        condition.lock()
+        defer { condition.unlock() }
+        let notifications = received.filter { $0["method"] != nil }
+        received.removeAll { $0["method"] != nil }
+        return notifications
+    }
+
     /// Waits until the server has closed its output, and answers every message not yet taken.
     public func drain(timeout: Double = 10) throws -> [JSONValue] {
         let deadline = Date(timeIntervalSinceNow: timeout)
