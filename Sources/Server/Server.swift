@@ -104,6 +104,9 @@ public final class Server: MessageHandler {
             break
         }
         guard let handler = Self.requestHandlers[request.method] else {
+            if Self.clientMethods.contains(request.method) {
+                return .failure(ResponseError(.invalidRequest, "\(request.method) is a notification: send it without an id"))
+            }
             return .failure(ResponseError(.methodNotFound, "Method not found: \(request.method)"))
         }
         do {
@@ -121,8 +124,13 @@ public final class Server: MessageHandler {
             return
         }
         guard let handler = Self.notificationHandlers[notification.method] else {
-            // Unknown notifications are ignored, as JSON-RPC and LSP ask.
-            logger.debug("ignored unknown notification \(notification.method)")
+            if Self.requestHandlers[notification.method] != nil {
+                // A request sent without an id cannot be answered, so it is not acted on either.
+                logger.warning("ignored \(notification.method) sent as a notification: it is a request and needs an id")
+            } else {
+                // Unknown notifications are ignored, as JSON-RPC and LSP ask.
+                logger.debug("ignored unknown notification \(notification.method)")
+            }
             return
         }
         await handler(self, notification)

@@ -97,6 +97,17 @@ struct ServerLifecycleTests {
         #expect(errorCode(await call(server, "no/such")) == -32601)
     }
 
+    @Test("a notification sent with an id is -32600; a request sent without one is not acted on")
+    func wrongKind() async {
+        let (server, _) = makeServer()
+        _ = await call(server, "initialize")
+        #expect(errorCode(await call(server, "exit")) == -32600)
+        #expect(errorCode(await call(server, "$/cancelRequest", ["id": 1])) == -32600)
+        #expect(server.exitStatus == nil)
+        await server.handle(Notification(method: "shutdown"))
+        #expect(server.lifecycle == .running)
+    }
+
     @Test("shutdown answers null, then requests get -32600 and exit gives status 0")
     func shutdownThenExit() async {
         let (server, _) = makeServer()
