@@ -33,6 +33,8 @@ let package = Package(
             "JSON",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // Every file syscall: reading with encoding detection, later the safe save and the watcher.
+        .target(name: "FileStore"),
         // The protocol's method table and lifecycle; the only place that knows wire and core types.
         .target(name: "Server", dependencies: [
             "JSONRPC",
@@ -49,6 +51,7 @@ let package = Package(
         ]),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
+        .testTarget(name: "FileStoreTests", dependencies: ["FileStore"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
         .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server", "Client", "JSON"]),

@@ -1,0 +1,192 @@
+/// Decodes a file's bytes, fed in pieces, into well-formed UTF-8 pieces; refuses the first byte that
+/// does not decode, with its offset in the file.
+struct TextDecoder {
+    /// Why decoding stopped.
+    struct Failure: Error, Equatable {
+        /// The offset in the file of the first byte that does not decode.
+        var offset: Int
+        var reason: String
+    }
+
+    let encoding: TextEncoding
+    /// Bytes of an incomplete sequence carried to the next piece.
+    private var carry: [UInt8] = []
+    /// The file offset of the first byte of the next piece (or of the carry).
+    private var offset: Int
+    /// A UTF-16 high surrogate waiting for its low half.
+    private var pendingHighSurrogate: UInt16? = nil
+
+    init(encoding: TextEncoding, startOffset: Int) {
+        self.encoding = encoding
+        offset = startOffset
+    }
+
+    /// Decodes the next piece; `emit` receives well-formed UTF-8.
+    mutating func decode(_ piece: UnsafeBufferPointer<UInt8>, emit: (UnsafeBufferPointer<UInt8>) -> Void) throws(Failure) {
+        switch encoding {
+        case .utf8: try decodeUTF8(piece, emit: emit)
+        case .utf16LittleEndian, .utf16BigEndian: try decodeUTF16(piece, emit: emit)
+        case .latin1: decodeLatin1(piece, emit: emit)
+        }
+    }
+
+    /// Finishes the stream: an incomplete sequence at the end is an error.
+    mutating func finish() throws(Failure) {
+        if !carry.isEmpty {
+            throw Failure(offset: offset, reason: encoding == .utf8 ? "truncated UTF-8 sequence at the end of the file" : "odd number of bytes in a UTF-16 file")
+        }
+        if pendingHighSurrogate != nil {
+            throw Failure(offset: offset - 2, reason: "unpaired UTF-16 high surrogate at the end of the file")
+        }
+    }
+
+    // MARK: UTF-8
+
+    private mutating func decodeUTF8(_ piece: UnsafeBufferPointer<UInt8>, emit: (UnsafeBufferPointer<UInt8>) -> Void) throws(Failure) {
+        var input = piece
+        if !carry.isEmpty {
+            // The carry is the valid start of one sequence cut off by the end of the last piece.
+            let length = Self.sequenceLength(lead: carry[0])
+            let taken = min(length - carry.count, piece.count)
+            let joined = carry + Array(piece.prefix(taken))
+            let complete = joined.count == length
+            let valid = try joined.withUnsafeBufferPointer { (buffer) throws(Failure) -> Int in
+                try Self.validUTF8Prefix(buffer, baseOffset: offset, allowIncompleteTail: !complete)
+            }
+            guard complete, valid == length else {
+                carry = joined
+                return
+            }
+            joined.withUnsafeBufferPointer { emit($0) }
+            offset += length
+            carry = []
+            input = UnsafeBufferPointer(rebasing: piece[taken...])
+        }
+        let valid = try Self.validUTF8Prefix(input, baseOffset: offset, allowIncompleteTail: true)
+        if valid > 0 { emit(UnsafeBufferPointer(rebasing: input[0..<valid])) }
+        offset += valid
+        carry = Array(input[valid...])
+    }
+
+    private static func sequenceLength(lead: UInt8) -> Int {
+        switch lead {
+        case 0..<0x80: return 1
+        case 0xC2...0xDF: return 2
+        case 0xE0...0xEF: return 3
+        default: return 4
+        }
+    }
+
+    /// The length of the well-formed prefix; with `allowIncompleteTail`, a sequence cut off by the
+    /// end of the buffer is left out rather than refused.
+    static func validUTF8Prefix(_ bytes: UnsafeBufferPointer<UInt8>, baseOffset: Int, allowIncompleteTail: Bool) throws(Failure) -> Int {
+        var index = 0
+        let count = bytes.count
+        guard let base = bytes.baseAddress else { return 0 }
+        while index < count {
+            // ASCII fast path, eight bytes at a time.
+            while index + 8 <= count {
+                let word = UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)
+                if word & 0x8080_8080_8080_8080 != 0 { break }
+                index += 8
+            }
+            guard index < count else { break }
+            let lead = bytes[index]
+            if lead < 0x80 {
+                index += 1
+                continue
+            }
+            let length: Int
+            var second: ClosedRange<UInt8> = 0x80...0xBF
+            switch lead {
+            case 0xC2...0xDF: length = 2
+            case 0xE0: length = 3; second = 0xA0...0xBF
+            case 0xE1...0xEC, 0xEE...0xEF: length = 3
+            case 0xED: length = 3; second = 0x80...0x9F
+            case 0xF0: length = 4; second = 0x90...0xBF
+            case 0xF1...0xF3: length = 4
+            case 0xF4: length = 4; second = 0x80...0x8F
+            default:
+                throw Failure(offset: baseOffset + index, reason: "byte 0x\(String(lead, radix: 16, uppercase: true)) is not valid UTF-8")
+            }
+            let available = count - index
+            for position in 1..<min(length, available) {
+                let byte = bytes[index + position]
+                let range = position == 1 ? second : 0x80...0xBF
+                if !range.contains(byte) {
+                    throw Failure(offset: baseOffset + index, reason: "malformed UTF-8 sequence")
+                }
+            }
+            if available < length {
+                if allowIncompleteTail { return index }
+                throw Failure(offset: baseOffset + index, reason: "truncated UTF-8 sequence")
+            }
+            index += length
+        }
+        return index
+    }
+
+    // MARK: UTF-16
+
+    private mutating func decodeUTF16(_ piece: UnsafeBufferPointer<UInt8>, emit: (UnsafeBufferPointer<UInt8>) -> Void) throws(Failure) {
+        var output: [UInt8] = []
+        output.reserveCapacity(piece.count + piece.count / 2)
+        var bytes = carry
+        bytes.append(contentsOf: piece)
+        let littleEndian = encoding == .utf16LittleEndian
+        var index = 0
+        while index + 2 <= bytes.count {
+            let unit = littleEndian
+                ? UInt16(bytes[index]) | UInt16(bytes[index + 1]) << 8
+                : UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1])
+            let unitOffset = offset + index
+            index += 2
+            if let high = pendingHighSurrogate {
+                guard (0xDC00...0xDFFF).contains(unit) else {
+                    throw Failure(offset: unitOffset - 2, reason: "unpaired UTF-16 high surrogate")
+                }
+                pendingHighSurrogate = nil
+                let scalar = 0x10000 + (UInt32(high - 0xD800) << 10) + UInt32(unit - 0xDC00)
+                Self.appendUTF8(scalar, to: &output)
+            } else if (0xD800...0xDBFF).contains(unit) {
+                pendingHighSurrogate = unit
+            } else if (0xDC00...0xDFFF).contains(unit) {
+                throw Failure(offset: unitOffset, reason: "unpaired UTF-16 low surrogate")
+            } else {
+                Self.appendUTF8(UInt32(unit), to: &output)
+            }
+        }
+        offset += index
+        carry = Array(bytes[index...])
+        output.withUnsafeBufferPointer { if !$0.isEmpty { emit($0) } }
+    }
+
+    // MARK: Latin-1
+
+    private mutating func decodeLatin1(_ piece: UnsafeBufferPointer<UInt8>, emit: (UnsafeBufferPointer<UInt8>) -> Void) {
+        var output: [UInt8] = []
+        output.reserveCapacity(piece.count + piece.count / 4)
+        for byte in piece { Self.appendUTF8(UInt32(byte), to: &output) }
+        offset += piece.count
+        output.withUnsafeBufferPointer { if !$0.isEmpty { emit($0) } }
+    }
+
+    static func appendUTF8(_ scalar: UInt32, to output: inout [UInt8]) {
+        switch scalar {
+        case 0..<0x80:
+            output.append(UInt8(scalar))
+        case 0x80..<0x800:
+            output.append(UInt8(0xC0 | scalar >> 6))
+            output.append(UInt8(0x80 | scalar & 0x3F))
+        case 0x800..<0x10000:
+            output.append(UInt8(0xE0 | scalar >> 12))
+            output.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            output.append(UInt8(0x80 | scalar & 0x3F))
+        default:
+            output.append(UInt8(0xF0 | scalar >> 18))
+            output.append(UInt8(0x80 | scalar >> 12 & 0x3F))
+            output.append(UInt8(0x80 | scalar >> 6 & 0x3F))
+            output.append(UInt8(0x80 | scalar & 0x3F))
+        }
+    }
+}

@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What loading a text file learned about it.
+public struct LoadedText: Sendable, Equatable {
+    /// The path that was read.
+    public var path: String
+    /// The encoding the file was decoded from.
+    public var encoding: TextEncoding
+    /// Whether the file starts with a byte order mark (kept off the text and written back on save).
+    public var hasByteOrderMark: Bool
+    /// How the file's lines end (kept byte for byte: the text is not normalised).
+    public var lineEnding: LineEndingStyle
+    /// The file's identity when it was read.
+    public var identity: FileIdentity
+}
+
+/// Why a file could not be loaded as text.
+public enum LoadError: Error, Sendable, Equatable {
+    /// A system call failed.
+    case fileSystem(FileSystemError)
+    /// A byte did not decode in the encoding; names the offset in the file.
+    case notText(path: String, offset: Int, encoding: TextEncoding, reason: String)
+    /// The path names a directory, a device, a socket or a pipe.
+    case notRegularFile(path: String, kind: String)
+    /// The caller cancelled the load.
+    case cancelled
+}
+
+/// Reads a text file in pieces, decoding it to UTF-8 as it goes, so that a large file is never held
+/// twice in memory and a caller can report progress and cancel.
+public enum TextFileLoader {
+    /// Loads `path`. With `encoding` nil the encoding is detected: a byte order mark names UTF-8 or
+    /// UTF-16 (LE or BE); otherwise the file must be UTF-8. `consume` receives the text as
+    /// well-formed UTF-8 pieces, in order; `progress` the bytes read so far and the file's size.
+    public static func load(
+        path: String,
+        encoding requested: TextEncoding? = nil,
+        pieceSize: Int = 1 << 20,
+        progress: (_ done: Int, _ total: Int) -> Void = { _, _ in },
+        isCancelled: () -> Bool = { false },
+        consume: (UnsafeBufferPointer<UInt8>) -> Void
+    ) throws(LoadError) -> LoadedText {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        guard fd >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "open", path: path)) }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fstat", path: path)) }
+        let kind = status.st_mode & S_IFMT
+        guard kind == S_IFREG else {
+            throw .notRegularFile(path: path, kind: kind == S_IFDIR ? "directory" : "special file")
+        }
+        // O_NONBLOCK only kept open() from hanging on a FIFO; regular files read as usual.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+
+        let total = Int(status.st_size)
+        var buffer = [UInt8](repeating: 0, count: max(pieceSize, 3))
+        var done = 0
+        var decoder: TextDecoder? = nil
+        var encoding = requested ?? .utf8
+        var hasByteOrderMark = false
+        var lines = LineEndingCounter()
+
+        while true {
+            if isCancelled() { throw .cancelled }
+            // The first piece must hold any byte order mark whole, whatever the piece size.
+            let wanted = decoder == nil ? max(pieceSize, 3) : pieceSize
+            var count = 0
+            while count < (decoder == nil ? 3 : 1) {
+                let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, wanted - count) }
+                if got < 0 {
+                    if errno == EINTR { continue }
+                    throw .fileSystem(FileSystemError(errno: errno, syscall: "read", path: path))
+                }
+                if got == 0 { break }
+                count += got
+            }
+            if count == 0 { break }
+            var skip = 0
+            if decoder == nil {
+                // The first piece decides the encoding (a piece of at least 3 bytes holds any BOM).
+                let head = buffer[0..<count]
+                if let announced = TextEncoding.sniff(head), requested == nil || requested == announced {
+                    encoding = announced
+                    hasByteOrderMark = true
+                    skip = announced.byteOrderMark.count
+                }
+                decoder = TextDecoder(encoding: encoding, startOffset: skip)
+            }
+            do {
+                try buffer.withUnsafeBufferPointer { (all) throws(TextDecoder.Failure) in
+                    try decoder!.decode(UnsafeBufferPointer(rebasing: all[skip..<count])) { piece in
+                        lines.count(piece)
+                        consume(piece)
+                    }
+                }
+            } catch {
+                throw .notText(path: path, offset: error.offset, encoding: encoding, reason: error.reason)
+            }
+            done += count
+            progress(done, max(total, done))
+        }
+        do {
+            try decoder?.finish()
+        } catch {
+            throw .notText(path: path, offset: error.offset, encoding: encoding, reason: error.reason)
+        }
+        return LoadedText(
+            path: path, encoding: encoding, hasByteOrderMark: hasByteOrderMark, lineEnding: lines.style,
+            identity: FileIdentity(status))
+    }
+}
