@@ -6,11 +6,21 @@ import Logging
     import Glibc
 #endif
 
+/// How a handler answers a request.
+public enum Reply: Sendable {
+    /// The answer, ready now.
+    case now(Result<JSONValue, ResponseError>)
+    /// Long work (loading a large file, say) that runs off the ordered queue: the dispatcher goes on
+    /// with the next message, and the response is written when the work finishes. The work must not
+    /// touch state owned by the dispatcher; it talks to actors.
+    case later(@Sendable () async -> Result<JSONValue, ResponseError>)
+}
+
 /// What the server does with each message; the connection handles everything about JSON-RPC itself
 /// (framing, parsing, batches, ids, invalid requests, cancellation).
 public protocol MessageHandler: AnyObject {
     /// Answers a request. Called in arrival order, one at a time.
-    func handle(_ request: Request, context: RequestContext) async -> Result<JSONValue, ResponseError>
+    func handle(_ request: Request, context: RequestContext) async -> Reply
     /// Handles a notification (never answered).
     func handle(_ notification: Notification) async
     /// Handles a response to a request the server sent.
@@ -50,50 +60,114 @@ public final class Connection: Sendable {
         let endedMidMessage = ReaderOutcome()
         startReader(continuation: continuation, slots: slots, outcome: endedMidMessage)
 
+        let inFlight = InFlightWork()
         for await item in stream {
             slots.signal()
-            await dispatch(item, to: handler)
+            if let task = await dispatch(item, to: handler) { inFlight.track(task) }
             if let status = handler.exitStatus { return status }
         }
+        // The client closed its end: answer what is still running before deciding how to exit.
+        await inFlight.waitForAll()
         return await handler.inputEnded(midMessage: endedMidMessage.midMessage)
     }
 
-    /// Answers one unit of work and writes what it produces.
-    public func dispatch(_ item: Inbound, to handler: some MessageHandler) async {
+    /// Answers one unit of work and writes what it produces. Work a handler deferred is answered by
+    /// a task of its own; the returned task (if any) finishes when every answer has been written.
+    @discardableResult
+    public func dispatch(_ item: Inbound, to handler: some MessageHandler) async -> Task<Void, Never>? {
         switch item {
         case .message(let message):
-            if let response = await process(message, handler) { writer.send(response) }
-        case .batch(let messages):
-            var responses: [JSONValue] = []
-            for message in messages {
-                if let response = await process(message, handler) { responses.append(response.json) }
+            switch await process(message, handler) {
+            case .none:
+                return nil
+            case .ready(let response):
+                writer.send(response)
+                return nil
+            case .deferred(let work):
+                let writer = writer
+                return Task { writer.send(await work.value) }
             }
-            // A batch of notifications only is answered with nothing at all.
-            if !responses.isEmpty { writer.send(.array(responses)) }
+        case .batch(let messages):
+            var outcomes: [Outcome] = []
+            for message in messages { outcomes.append(await process(message, handler)) }
+            let writer = writer
+            let send: @Sendable ([JSONValue]) -> Void = { responses in
+                // A batch of notifications only is answered with nothing at all.
+                if !responses.isEmpty { writer.send(.array(responses)) }
+            }
+            if !outcomes.contains(where: \.isDeferred) {
+                send(outcomes.compactMap(\.readyResponse?.json))
+                return nil
+            }
+            // The batch's one array waits for its slowest member.
+            let pending = outcomes
+            return Task {
+                var responses: [JSONValue] = []
+                for outcome in pending {
+                    switch outcome {
+                    case .none: break
+                    case .ready(let response): responses.append(response.json)
+                    case .deferred(let work): responses.append(await work.value.json)
+                    }
+                }
+                send(responses)
+            }
         case .failure(let error):
             // Logged below warning: the client has the error, and stderr stays quiet by default.
             logger.info("bad input: \(error.message)")
             writer.send(Response.failure(.null, error))
+            return nil
         }
     }
 
-    private func process(_ message: IncomingMessage, _ handler: some MessageHandler) async -> Response? {
+    /// What processing one message produced.
+    private enum Outcome: Sendable {
+        case none
+        case ready(Response)
+        case deferred(Task<Response, Never>)
+
+        var isDeferred: Bool {
+            if case .deferred = self { return true }
+            return false
+        }
+
+        var readyResponse: Response? {
+            if case .ready(let response) = self { return response }
+            return nil
+        }
+    }
+
+    private func process(_ message: IncomingMessage, _ handler: some MessageHandler) async -> Outcome {
         switch message {
         case .request(let request):
-            let token = pending.token(for: request.id)
-            defer { pending.finish(request.id) }
-            if token.isCancelled { return .failure(request.id, .cancelled(request.id)) }
-            let context = RequestContext(id: request.id, method: request.method, cancellation: token)
-            return Response(id: request.id, result: await handler.handle(request, context: context))
+            let id = request.id
+            let token = pending.token(for: id)
+            if token.isCancelled {
+                pending.finish(id)
+                return .ready(.failure(id, .cancelled(id)))
+            }
+            let context = RequestContext(id: id, method: request.method, cancellation: token)
+            switch await handler.handle(request, context: context) {
+            case .now(let result):
+                pending.finish(id)
+                return .ready(Response(id: id, result: result))
+            case .later(let work):
+                let pending = pending
+                return .deferred(Task {
+                    let result = await work()
+                    pending.finish(id)
+                    return Response(id: id, result: result)
+                })
+            }
         case .notification(let notification):
             await handler.handle(notification)
-            return nil
+            return .none
         case .response(let response):
             await handler.handle(response)
-            return nil
+            return .none
         case .invalid(let id, let error):
             logger.info("invalid message: \(error.message)")
-            return .failure(id, error)
+            return .ready(.failure(id, error))
         }
     }
 
@@ -117,6 +191,29 @@ public final class Connection: Sendable {
                 outcome.markMidMessage()
             }
             continuation.finish()
+        }
+    }
+}
+
+/// The deferred replies still being worked on, so that the end of input can wait for them.
+private final class InFlightWork: Sendable {
+    private let state = Mutex<(next: Int, tasks: [Int: Task<Void, Never>])>((0, [:]))
+
+    func track(_ task: Task<Void, Never>) {
+        let number = state.withLock { state in
+            state.next += 1
+            state.tasks[state.next] = task
+            return state.next
+        }
+        Task { [self] in
+            await task.value
+            state.withLock { _ = $0.tasks.removeValue(forKey: number) }
+        }
+    }
+
+    func waitForAll() async {
+        while let task = state.withLock({ $0.tasks.popFirst()?.value }) {
+            await task.value
         }
     }
 }

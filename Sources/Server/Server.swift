@@ -74,7 +74,7 @@ public final class Server: MessageHandler {
 
     // MARK: - MessageHandler
 
-    public func handle(_ request: Request, context: RequestContext) async -> Result<JSONValue, ResponseError> {
+    public func handle(_ request: Request, context: RequestContext) async -> Reply {
         traceReceived("request '\(request.method) - (\(request.id))'", params: request.params)
         let started = ContinuousClock.now
         let result = await answer(request, context: context)
@@ -89,7 +89,7 @@ public final class Server: MessageHandler {
             let rounded = (milliseconds * 1000).rounded() / 1000
             sendTrace("Sending response '\(request.method) - (\(request.id))'. Processing request took \(rounded)ms", verbose: outcome)
         }
-        return result
+        return .now(result)
     }
 
     private func answer(_ request: Request, context: RequestContext) async -> Result<JSONValue, ResponseError> {

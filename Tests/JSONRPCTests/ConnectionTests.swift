@@ -11,10 +11,18 @@ private final class EchoHandler: MessageHandler {
     var answered: [RequestID] = []
     var exitStatus: Int32?
 
-    func handle(_ request: Request, context: RequestContext) async -> Result<JSONValue, ResponseError> {
+    func handle(_ request: Request, context: RequestContext) async -> Reply {
         answered.append(request.id)
-        if request.method == "fail" { return .failure(ResponseError(.internalError, "failed")) }
-        return .success(request.params ?? .null)
+        if request.method == "fail" { return .now(.failure(ResponseError(.internalError, "failed"))) }
+        if request.method == "later" {
+            // Deferred work, answered after the messages behind it.
+            let params = request.params ?? .null
+            return .later {
+                try? await Task.sleep(for: .milliseconds(50))
+                return .success(params)
+            }
+        }
+        return .now(.success(request.params ?? .null))
     }
 
     func handle(_ notification: Notification) async {
@@ -54,7 +62,11 @@ private final class Harness {
 
     /// Feeds raw framed bytes and dispatches everything they complete; answers the output.
     func run(_ stream: [UInt8]) async -> [JSONValue] {
-        for item in decoder.decode(stream) { await connection.dispatch(item, to: handler) }
+        var deferred: [Task<Void, Never>] = []
+        for item in decoder.decode(stream) {
+            if let task = await connection.dispatch(item, to: handler) { deferred.append(task) }
+        }
+        for task in deferred { await task.value }
         return output.messages.withLock { output in
             defer { output.removeAll() }
             return output
@@ -158,6 +170,26 @@ struct ConnectionTests {
         _ = await harness.run(#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":5}}"#)
         let output = await harness.run(#"{"jsonrpc":"2.0","id":5,"method":"m"}"#)
         #expect(output.first?["result"] == .null)
+    }
+}
+
+@Suite("Connection: deferred replies")
+struct DeferredReplyTests {
+    @Test("a deferred reply lets the next request be answered first, and is still answered once")
+    func overtaken() async {
+        let harness = Harness()
+        let output = await harness.run(#"{"jsonrpc":"2.0","id":1,"method":"later","params":["slow"]}"#, #"{"jsonrpc":"2.0","id":2,"method":"m"}"#)
+        #expect(output.map { $0["id"] } == [2, 1])
+        #expect(output.last?["result"] == ["slow"])
+        #expect(harness.connection.pending.count == 0)
+    }
+
+    @Test("a batch with a deferred member is answered with one array once it finishes")
+    func batch() async {
+        let harness = Harness()
+        let output = await harness.run(#"[{"jsonrpc":"2.0","id":1,"method":"later"},{"jsonrpc":"2.0","id":2,"method":"m"},{"jsonrpc":"2.0","method":"n"}]"#)
+        #expect(output.count == 1)
+        #expect(output.first?.arrayValue?.map { $0["id"] } == [1, 2])
     }
 }
 

@@ -26,7 +26,10 @@ private func makeServer() -> (Server, Sent) {
 }
 
 private func call(_ server: Server, _ method: String, _ params: JSONValue? = nil, id: Int64 = 1) async -> Result<JSONValue, ResponseError> {
-    await server.handle(Request(id: .integer(id), method: method, params: params), context: RequestContext(id: .integer(id), method: method))
+    switch await server.handle(Request(id: .integer(id), method: method, params: params), context: RequestContext(id: .integer(id), method: method)) {
+    case .now(let result): return result
+    case .later(let work): return await work()
+    }
 }
 
 private func errorCode(_ result: Result<JSONValue, ResponseError>) -> Int? {
