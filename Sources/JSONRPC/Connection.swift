@@ -56,7 +56,10 @@ public final class Connection: Sendable {
     /// Serves until `exit` or the end of input; answers the process's exit status.
     public func run(handler: some MessageHandler) async -> Int32 {
         let (stream, continuation) = AsyncStream<Inbound>.makeStream()
-        let slots = DispatchSemaphore(value: Self.queueLimit)
+        // Created at zero and raised, because libdispatch traps when a semaphore is released with
+        // a count below its initial value, which happens when exit arrives with items still queued.
+        let slots = DispatchSemaphore(value: 0)
+        for _ in 0..<Self.queueLimit { slots.signal() }
         let endedMidMessage = ReaderOutcome()
         startReader(continuation: continuation, slots: slots, outcome: endedMidMessage)
 

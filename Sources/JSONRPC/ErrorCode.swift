@@ -62,6 +62,6 @@ public struct ResponseError: Error, Sendable, Equatable, CustomStringConvertible
 
     /// -32800 for a request the client cancelled.
     public static func cancelled(_ id: RequestID) -> ResponseError {
-        ResponseError(.requestCancelled, "Request \(id) was cancelled")
+        ResponseError(.requestCancelled, "Request \(id.json.jsonText) was cancelled")
     }
 }

@@ -95,8 +95,9 @@ public struct FrameParser: Sendable {
                     start = found
                     state = .header(length: nil, sawLine: false)
                 } else {
-                    // Keep a tail that could be the beginning of "Content-Length" split across reads.
-                    start = max(start, buffer.count - (Self.contentLengthName.count - 1))
+                    // Keep a tail that could be the beginning of "Content-Length" split across
+                    // reads, with the byte before it.
+                    start = max(start, buffer.count - Self.contentLengthName.count)
                     return nil
                 }
 
@@ -162,14 +163,17 @@ public struct FrameParser: Sendable {
 
     private static let contentLengthName = Array("content-length".utf8)
 
-    /// The index of the next "Content-Length" (any case) at or after `start`.
+    /// The index of the next "Content-Length" (any case) at or after `start` that can begin a
+    /// header: at the start of a line, or right after the `}` or `]` that ends a JSON body (LSP
+    /// glues the next header to the body). Text such as `"Content-Length: 5"` inside a string of the
+    /// body being discarded follows other characters, and is passed over.
     private func findContentLength() -> Int? {
         let name = Self.contentLengthName
         guard buffer.count - start >= name.count else { return nil }
         var index = start
         let last = buffer.count - name.count
         while index <= last {
-            if buffer[index] | 0x20 == name[0] {
+            if buffer[index] | 0x20 == name[0], index == 0 || Self.canPrecedeHeader(buffer[index - 1]) {
                 var matched = true
                 for offset in 1..<name.count where buffer[index + offset] | 0x20 != name[offset] {
                     // "-" | 0x20 is still "-", so the OR fold is safe for this name.
@@ -181,6 +185,10 @@ public struct FrameParser: Sendable {
             index += 1
         }
         return nil
+    }
+
+    private static func canPrecedeHeader(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]")
     }
 
     private static func parseLength(_ value: ArraySlice<UInt8>) -> Result<Int, FramingError> {

@@ -31,7 +31,11 @@ public enum RequestID: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String { json.jsonText }
+    /// The id as vscode-jsonrpc prints it in traces: a string without quotes, a number as JSON.
+    public var description: String {
+        if case .string(let value) = self { return value }
+        return json.jsonText
+    }
 }
 
 /// A request from the peer: it must be answered exactly once.
@@ -136,8 +140,11 @@ public enum IncomingMessage: Sendable, Equatable {
         case nil:
             self = .invalid(id, ResponseError(.invalidRequest, "Invalid request: \"jsonrpc\" is missing; it must be \"2.0\""))
             return
+        case .string(let other)?:
+            self = .invalid(id, ResponseError(.invalidRequest, "Invalid request: \"jsonrpc\" must be \"2.0\", not \"\(other)\""))
+            return
         case let other?:
-            self = .invalid(id, ResponseError(.invalidRequest, "Invalid request: \"jsonrpc\" must be \"2.0\", not \(other.jsonText)"))
+            self = .invalid(id, ResponseError(.invalidRequest, "Invalid request: \"jsonrpc\" must be the string \"2.0\", not \(other.kindDescription) (\(other.jsonText))"))
             return
         }
         if let methodValue = object["method"] {
@@ -175,6 +182,10 @@ public enum IncomingMessage: Sendable, Equatable {
                 return
             }
             self = .invalid(id, ResponseError(.invalidRequest, "Invalid response: \"error\" must be an object with an integer \"code\" and a string \"message\""))
+            return
+        }
+        if idValue != nil, result != nil, error != nil {
+            self = .invalid(id, ResponseError(.invalidRequest, "Invalid response: it has both \"result\" and \"error\"; a response has exactly one"))
             return
         }
         self = .invalid(id, ResponseError(.invalidRequest, "Invalid request: \"method\" is missing"))

@@ -31,9 +31,8 @@ extension Server {
             if let general = try capabilities.optionalObject("general") {
                 offered = try general.optionalStringArray("positionEncodings")
             }
-            if offered == nil {
-                offered = try capabilities.optionalStringArray("positionEncodings")
-            }
+            let short = try capabilities.optionalStringArray("positionEncodings")
+            if offered?.isEmpty ?? true { offered = short }
         }
         // The first encoding the client lists that the server knows; utf-16 when none is listed
         // (every LSP client must support it).

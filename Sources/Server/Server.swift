@@ -75,7 +75,7 @@ public final class Server: MessageHandler {
     // MARK: - MessageHandler
 
     public func handle(_ request: Request, context: RequestContext) async -> Reply {
-        traceReceived("request '\(request.method) - (\(request.id))'", params: request.params)
+        traceReceived("request '\(request.method) - (\(request.id))'.", params: request.params)
         let started = ContinuousClock.now
         let result = await answer(request, context: context)
         if trace != .off {
@@ -117,7 +117,7 @@ public final class Server: MessageHandler {
     }
 
     public func handle(_ notification: Notification) async {
-        traceReceived("notification '\(notification.method)'", params: notification.params)
+        traceReceived("notification '\(notification.method)'.", params: notification.params)
         // LSP: before initialize and after shutdown, notifications other than exit are dropped.
         guard notification.method == "exit" || lifecycle == .running else {
             logger.debug("dropped notification \(notification.method) (lifecycle \(lifecycle))")

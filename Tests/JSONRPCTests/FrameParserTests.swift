@@ -147,6 +147,12 @@ struct FrameParserTests {
         #expect(parser.feed(framed("{}")) == [.message(bytes("{}"))])
     }
 
+    @Test("resynchronisation passes over Content-Length text inside the discarded body")
+    func resyncSkipsTextInBody() {
+        let stream = bytes(#"Content-Length: abc\#r\#n\#r\#n{"text":"Content-Length: 5","x":"a Content-Length: 9"}"#) + framed("{}")
+        #expect(eventsForAllSlicings(stream) == [.error(.invalidContentLength("abc", "it is not a decimal number")), .message(bytes("{}"))])
+    }
+
     @Test("resynchronisation finds a Content-Length split across reads")
     func resyncAcrossReads() {
         var parser = FrameParser()

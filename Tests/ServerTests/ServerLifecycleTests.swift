@@ -154,7 +154,7 @@ struct ServerLifecycleTests {
         _ = await call(server, "no/such", ["a": 1], id: 5)
         #expect(sent.all.count == 2)
         #expect(sent.all.first?["method"] == "$/logTrace")
-        #expect(sent.all.first?["params"]?["message"] == "Received request 'no/such - (5)'")
+        #expect(sent.all.first?["params"]?["message"] == "Received request 'no/such - (5)'.")
         #expect(sent.all.first?["params"]?["verbose"] == nil)
         await server.handle(Notification(method: "$/setTrace", params: ["value": "verbose"]))
         _ = await call(server, "no/such", ["a": 1], id: 6)
