@@ -230,6 +230,14 @@ struct JSONScanner {
         if index < count, Self.isNumberByte(bytes[index]) || Self.isLetter(bytes[index]) {
             throw JSONParseError(.invalidNumber(text(index)), at: start)
         }
+        if !isInteger {
+            // A number json-c would read as infinite (1e400) is refused here, where its offset is
+            // known. Swift parses the token the way strtod does.
+            let token = String(decoding: bytes[start..<index], as: UTF8.self)
+            if let value = Double(token), !value.isFinite {
+                throw JSONParseError(.nonFiniteNumber(text(index)), at: start)
+            }
+        }
         if isInteger {
             // Int64 spans -9223372036854775808...9223372036854775807: at most 19 digits.
             let digits = integerEnd - integerStart

@@ -92,7 +92,11 @@ public final class Connection: Sendable {
             }
         case .batch(let messages):
             var outcomes: [Outcome] = []
-            for message in messages { outcomes.append(await process(message, handler)) }
+            for message in messages {
+                outcomes.append(await process(message, handler))
+                // Nothing after exit is processed, inside a batch as outside one.
+                if handler.exitStatus != nil { break }
+            }
             let writer = writer
             let send: @Sendable ([JSONValue]) -> Void = { responses in
                 // A batch of notifications only is answered with nothing at all.

@@ -91,19 +91,24 @@ public struct FrameParser: Sendable {
                 state = .header(length: nil, sawLine: false)
 
             case .resynchronising:
-                if let found = findContentLength() {
-                    start = found
+                switch findContentLength() {
+                case .found(let index):
+                    start = index
                     state = .header(length: nil, sawLine: false)
-                } else {
-                    // Keep a tail that could be the beginning of "Content-Length" split across
-                    // reads, with the byte before it.
-                    start = max(start, buffer.count - Self.contentLengthName.count)
+                case .undecided(let index):
+                    start = index
+                    return nil
+                case .none:
+                    // Keep a tail that could be the beginning of "Content-Length" split across reads.
+                    start = max(start, buffer.count - (Self.contentLengthName.count - 1))
                     return nil
                 }
 
             case .header(let length, let sawLine):
                 guard let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) else {
-                    if buffer.count - start > maxHeaderLineLength {
+                    // A line of the maximum length may be waiting for its LF after its CR.
+                    let pending = buffer.count - start - (buffer.last == UInt8(ascii: "\r") ? 1 : 0)
+                    if pending > maxHeaderLineLength {
                         return fail(.headerLineTooLong(limit: maxHeaderLineLength))
                     }
                     return nil
@@ -122,6 +127,12 @@ public struct FrameParser: Sendable {
                     guard sawLine else { continue }
                     guard let length else { return fail(.missingContentLength) }
                     if length > maxMessageSize {
+                        // A body a little over the cap is skipped exactly, keeping the stream in
+                        // step; a length no client could mean (beyond 16 times the cap and 1 GiB)
+                        // would swallow all further input, so the parser resynchronises instead.
+                        if length > max(maxMessageSize.multipliedReportingOverflow(by: 16).partialValue, 1 << 30) {
+                            return fail(.invalidContentLength(String(length), "it is implausibly large"))
+                        }
                         state = .skipping(length)
                         return .error(.messageTooLarge(length: length, limit: maxMessageSize))
                     }
@@ -163,32 +174,82 @@ public struct FrameParser: Sendable {
 
     private static let contentLengthName = Array("content-length".utf8)
 
-    /// The index of the next "Content-Length" (any case) at or after `start` that can begin a
-    /// header: at the start of a line, or right after the `}` or `]` that ends a JSON body (LSP
-    /// glues the next header to the body). Text such as `"Content-Length: 5"` inside a string of the
-    /// body being discarded follows other characters, and is passed over.
-    private func findContentLength() -> Int? {
+    /// Where resynchronisation can restart.
+    private enum Resynchronisation {
+        /// A header starts here.
+        case found(Int)
+        /// A candidate starts here, but the bytes after it have not all arrived.
+        case undecided(Int)
+        /// No candidate in the buffer.
+        case none
+    }
+
+    /// The next "Content-Length" (any case) at or after `start` that is followed by a whole, valid
+    /// length line (`: digits` then a line end). Text such as `"Content-Length: 5"` inside a string of
+    /// the body being discarded is never followed by a raw line end (JSON escapes those), so it is
+    /// passed over; a header glued to the end of a body or to garbage is found.
+    private func findContentLength() -> Resynchronisation {
         let name = Self.contentLengthName
-        guard buffer.count - start >= name.count else { return nil }
         var index = start
         let last = buffer.count - name.count
         while index <= last {
-            if buffer[index] | 0x20 == name[0], index == 0 || Self.canPrecedeHeader(buffer[index - 1]) {
+            if buffer[index] | 0x20 == name[0] {
                 var matched = true
                 for offset in 1..<name.count where buffer[index + offset] | 0x20 != name[offset] {
                     // "-" | 0x20 is still "-", so the OR fold is safe for this name.
                     matched = false
                     break
                 }
-                if matched { return index }
+                if matched {
+                    switch validLengthLine(after: index + name.count) {
+                    case true?: return .found(index)
+                    case nil: return .undecided(index)
+                    case false?: break
+                    }
+                }
             }
             index += 1
         }
-        return nil
+        return .none
     }
 
-    private static func canPrecedeHeader(_ byte: UInt8) -> Bool {
-        byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]")
+    /// Whether `: digits` and a line end follow (spaces allowed around the colon); nil when the
+    /// buffer ends before that is known.
+    private func validLengthLine(after position: Int) -> Bool? {
+        var index = position
+        var digits = 0
+        var sawColon = false
+        while index < buffer.count, index - position < 64 {
+            let byte = buffer[index]
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"):
+                if digits > 0 { return trailingBlanksThenNewline(from: index) }
+            case UInt8(ascii: ":"):
+                if sawColon { return false }
+                sawColon = true
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if !sawColon { return false }
+                digits += 1
+            case UInt8(ascii: "\r"), UInt8(ascii: "\n"):
+                return sawColon && digits > 0
+            default:
+                return false
+            }
+            index += 1
+        }
+        return index - position >= 64 ? false : nil
+    }
+
+    private func trailingBlanksThenNewline(from position: Int) -> Bool? {
+        var index = position
+        while index < buffer.count {
+            switch buffer[index] {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"): index += 1
+            case UInt8(ascii: "\r"), UInt8(ascii: "\n"): return true
+            default: return false
+            }
+        }
+        return nil
     }
 
     private static func parseLength(_ value: ArraySlice<UInt8>) -> Result<Int, FramingError> {

@@ -106,6 +106,21 @@ struct FrameParserTests {
         #expect(parser.bufferedByteCount == 0, "an oversized body must not be buffered")
     }
 
+    @Test("an implausible length resynchronises instead of skipping all further input")
+    func implausibleLength() {
+        let stream = bytes("Content-Length: 1000000000000000\r\n\r\n{}") + framed("[1]")
+        #expect(eventsForAllSlicings(stream, maxMessageSize: 1024) == [.error(.invalidContentLength("1000000000000000", "it is implausibly large")), .message(bytes("[1]"))])
+    }
+
+    @Test("a header line of the maximum length is accepted however the read splits its CR and LF")
+    func maximumLineSplitAtCR() {
+        var parser = FrameParser(maxMessageSize: 1024, maxHeaderLineLength: 20)
+        let line = "X-Padding: " + String(repeating: "p", count: 9)
+        #expect(line.utf8.count == 20)
+        #expect(parser.feed(bytes(line + "\r")) == [])
+        #expect(parser.feed(bytes("\nContent-Length: 2\r\n\r\n{}")) == [.message(bytes("{}"))])
+    }
+
     @Test("a body exactly at the cap is accepted")
     func atCap() {
         let body = String(repeating: "1", count: 16)

@@ -117,12 +117,14 @@ struct NumberTests {
         #expect(shown == text)
     }
 
-    @Test("non-finite numbers are refused", arguments: ["1e400", "-1e400", "[1,2e999]"])
-    func nonFinite(text: String) {
-        guard case .nonFiniteNumber? = refusal(text)?.reason else {
+    @Test("non-finite numbers are refused at their offset", arguments: [("1e400", 0), ("-1e400", 0), ("[1,2e999]", 3), ("[1.5E+309]", 1)])
+    func nonFinite(text: String, offset: Int) {
+        let error = refusal(text)
+        guard case .nonFiniteNumber? = error?.reason else {
             Issue.record("expected nonFiniteNumber")
             return
         }
+        #expect(error?.offset == offset)
     }
 
     @Test("fractions and exponents are doubles; integers stay integers")
