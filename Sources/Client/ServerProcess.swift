@@ -25,6 +25,7 @@ public final class ServerProcess: @unchecked Sendable {
     private var outputEnded = false
     private var framingErrors: [FramingError] = []
     private var stderrBytes: [UInt8] = []
+    private var stderrEnded = false
     private var nextID: Int64 = 1
 
     /// Starts `executable` with `arguments`.
@@ -156,7 +157,8 @@ public final class ServerProcess: @unchecked Sendable {
 
     private var stderrTextLocked: String { String(decoding: stderrBytes, as: UTF8.self) }
 
-    /// Waits for the process to exit and answers its status (a signal shows as 128 + its number).
+    /// Waits for the process to exit and its stderr to close; answers its exit status (a signal
+    /// shows as 128 + its number).
     public func waitForExit(timeout: Double = 10) throws -> Int32 {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while process.isRunning {
@@ -166,6 +168,10 @@ public final class ServerProcess: @unchecked Sendable {
             }
             usleep(2_000)
         }
+        // Let the reader take in the last of stderr, so stderrText is complete once this returns.
+        condition.lock()
+        while !stderrEnded, condition.wait(until: deadline) {}
+        condition.unlock()
         if process.terminationReason == .uncaughtSignal { return 128 + process.terminationStatus }
         return process.terminationStatus
     }
@@ -213,6 +219,10 @@ public final class ServerProcess: @unchecked Sendable {
                 stderrBytes.append(contentsOf: chunk)
                 condition.unlock()
             }
+            condition.lock()
+            stderrEnded = true
+            condition.broadcast()
+            condition.unlock()
         }
     }
 

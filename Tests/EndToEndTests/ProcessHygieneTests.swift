@@ -110,6 +110,29 @@ struct ProcessHygieneTests {
         #expect(run.stdout.isEmpty)
     }
 
+    @Test("fd 1 of the serving process points at stderr, so a stray print cannot reach the protocol stream")
+    func strayPrintsGoToStderr() throws {
+        let session = try Session()
+        try session.initialize()
+        let pid = session.server.processIdentifier
+        let standardOutput = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/1")
+        let standardError = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/2")
+        #expect(standardOutput == standardError)
+        try session.shutdownAndExit()
+    }
+
+    @Test("SIGPIPE and SIGXFSZ are ignored, so a closed pipe or a file-size limit is an error, not a death")
+    func signalsIgnored() throws {
+        let session = try Session()
+        try session.initialize()
+        let status = try String(contentsOfFile: "/proc/\(session.server.processIdentifier)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("SigIgn:") })
+        let mask = try #require(UInt64(line.dropFirst("SigIgn:".count).trimmingCharacters(in: .whitespaces), radix: 16))
+        #expect(mask & (1 << (13 - 1)) != 0, "SIGPIPE (13) ignored")
+        #expect(mask & (1 << (25 - 1)) != 0, "SIGXFSZ (25) ignored")
+        try session.shutdownAndExit()
+    }
+
     @Test("the server survives its stdout reader going away and still exits 0 after shutdown and exit")
     func survivesClosedStdout() throws {
         let run = try RawRun.run([], input: Self.normalSession, closeStdoutEarly: true)
