@@ -14,10 +14,12 @@ let package = Package(
         .library(name: "JSONRPC", targets: ["JSONRPC"]),
         .library(name: "Server", targets: ["Server"]),
         .library(name: "Client", targets: ["Client"]),
+        .library(name: "TextBuffer", targets: ["TextBuffer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections", exact: "1.6.0"),
     ],
     targets: [
         // json-c, Debian's libjson-c-dev: the only JSON implementation in the project.
@@ -50,10 +52,20 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
 
+        // The text of a document: a rope of UTF-8 chunks, LSP positions, edits and undo. Pure: no I/O.
+        .target(
+            name: "TextBuffer",
+            dependencies: [.product(name: "_RopeModule", package: "swift-collections")],
+            // Optimised in debug builds too: the rope's generic code (inlined from swift-collections)
+            // runs 20 to 50 times slower unoptimised, which made the trace tests take minutes.
+            swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
+        ),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "FileStoreTests", dependencies: ["FileStore"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
+        .testTarget(name: "TextBufferTests", dependencies: ["TextBuffer", "JSON"]),
         .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server", "Client", "JSON"]),
     ]
 )

@@ -1,0 +1,39 @@
+// swift-tools-version:6.1
+//
+// DocSession's benchmarks: a package of its own, so that a plain `swift build` of the root package
+// never compiles the benchmark harness. Build and run from the repository root with
+// `swift package --package-path Benchmarks --scratch-path Benchmarks/.build benchmark`, or print the
+// side-by-side ratios with `swift run -c release --package-path Benchmarks --scratch-path
+// Benchmarks/.build BufferRatios` (see README.md beside this file).
+
+import PackageDescription
+
+let package = Package(
+    name: "DocSessionBenchmarks",
+    platforms: [.macOS(.v13)],
+    dependencies: [
+        // The root package, by path: TextBuffer, and JSON to read the editing traces.
+        .package(name: "docsession", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // The workloads, shared by the harness and the ratio command: trace loading, replays,
+        // the flat baseline, the large generated document, undo and redo.
+        .target(name: "BufferWorkloads", dependencies: [
+            .product(name: "TextBuffer", package: "docsession"),
+            .product(name: "JSON", package: "docsession"),
+        ]),
+        // ordo-one/benchmark's harness: absolute times, percentiles, allocations.
+        .executableTarget(
+            name: "TextBufferBenchmarks",
+            dependencies: [
+                "BufferWorkloads",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/TextBufferBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // Runs each pair side by side in one process and prints the ratios (median of rounds).
+        .executableTarget(name: "BufferRatios", dependencies: ["BufferWorkloads"]),
+    ]
+)

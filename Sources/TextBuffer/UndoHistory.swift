@@ -1,0 +1,184 @@
+/// The undo and redo history of one document: a value kept beside its ``TextBuffer``.
+///
+/// Each ``record(_:label:merge:)`` is one undo step (one edit request), or folds into the step
+/// before with `merge: true`. ``undo(_:encoding:)`` and ``redo(_:encoding:)`` change the buffer
+/// and answer the edits that turn the client's copy of the previous text into the new one.
+///
+/// A clean point (where the text matches the file: set at creation, moved by ``markClean()``
+/// after a save) gives ``hasUnsavedChanges``: undoing or redoing back to it makes the document
+/// clean again. Recording after an undo drops the redo steps; if the clean point was among them it
+/// can never be reached again, nor can it once the step before it was dropped for memory.
+///
+/// Memory is bounded: the removed and inserted text of all steps (plus a small overhead per edit)
+/// stays under ``byteLimit``, the oldest steps being dropped first.
+public struct UndoHistory: Sendable {
+    /// One undo step: the edits of one request (or of several merged ones), oldest first.
+    struct Step: Sendable {
+        var edits: [AppliedEdit]
+        var label: String?
+        var cost: Int
+    }
+
+    /// The memory counted for each edit besides its text.
+    static let costPerEdit = 64
+
+    /// Steps `first..<position` can be undone (newest last), steps `position...` redone.
+    /// Steps before `first` were dropped (their slots are emptied and compacted away in bulk).
+    private var steps: [Step] = []
+    private var first = 0
+    private var position = 0
+    /// The state (a value of `position`) that matches the saved file; `nil` when unreachable.
+    private var cleanPosition: Int? = 0
+
+    /// The number of changes recorded, undone or redone since creation: it only goes up.
+    public private(set) var changeCount = 0
+
+    /// The memory the steps hold, in bytes (their text plus ``costPerEdit`` per edit).
+    public private(set) var byteCount = 0
+
+    /// The most memory the steps may hold; lowering it drops the oldest steps at once.
+    public var byteLimit: Int {
+        didSet { trim() }
+    }
+
+    /// An empty history whose clean point is the current text, holding at most `byteLimit`
+    /// bytes of steps (64 MiB unless given).
+    public init(byteLimit: Int = 64 << 20) {
+        self.byteLimit = byteLimit
+    }
+
+    /// Whether there is a step to undo.
+    public var canUndo: Bool { position > first }
+
+    /// Whether there is a step to redo.
+    public var canRedo: Bool { position < steps.count }
+
+    /// The label of the step ``undo(_:encoding:)`` would undo, if it has one.
+    public var undoLabel: String? { canUndo ? steps[position - 1].label : nil }
+
+    /// The label of the step ``redo(_:encoding:)`` would redo, if it has one.
+    public var redoLabel: String? { canRedo ? steps[position].label : nil }
+
+    /// The number of steps that can be undone.
+    public var undoCount: Int { position - first }
+
+    /// The number of steps that can be redone.
+    public var redoCount: Int { steps.count - position }
+
+    /// Whether the text differs from the clean point (the last save), by the history's account.
+    public var hasUnsavedChanges: Bool { cleanPosition != position }
+
+    /// Makes the current text the clean point (after a save, or a revert).
+    public mutating func markClean() {
+        cleanPosition = position
+    }
+
+    /// Records the edits of one request (as returned by ``TextBuffer/apply(edits:encoding:)``)
+    /// as a new undo step, dropping the redo steps.
+    ///
+    /// - Parameters:
+    ///   - edits: what the request did, in order. Edits that changed nothing are left out, and a
+    ///     request that changed nothing records nothing.
+    ///   - label: a name for the step (shown as "Undo <label>"); a merged step keeps its first
+    ///     label.
+    ///   - merge: fold the edits into the previous step (typing that should undo as one), unless
+    ///     the current text is the clean point: a step never spans a save.
+    public mutating func record(_ edits: [AppliedEdit], label: String? = nil, merge: Bool = false) {
+        let edits = edits.contains(where: \.isNoOp) ? edits.filter { !$0.isNoOp } : edits
+        guard !edits.isEmpty else { return }
+        dropRedoSteps()
+        changeCount += 1
+        let cost = edits.reduce(0) {
+            $0 + $1.removedText.utf8.count + $1.insertedText.utf8.count + UndoHistory.costPerEdit
+        }
+        byteCount += cost
+        if merge && canUndo && cleanPosition != position {
+            steps[position - 1].edits.append(contentsOf: edits)
+            steps[position - 1].cost += cost
+            if steps[position - 1].label == nil { steps[position - 1].label = label }
+        } else {
+            steps.append(Step(edits: edits, label: label, cost: cost))
+            position += 1
+        }
+        trim()
+    }
+
+    /// Undoes the newest step on `buffer`, which must hold the text this history left it with.
+    ///
+    /// - Returns: the edits that turn the text before the undo into the text after it, in order,
+    ///   each against the result of the one before, in `encoding`; `nil` if there is nothing to
+    ///   undo.
+    public mutating func undo(_ buffer: inout TextBuffer, encoding: PositionEncoding) -> [TextEdit]? {
+        guard canUndo else { return nil }
+        position -= 1
+        changeCount += 1
+        let edits = steps[position].edits
+        var answer: [TextEdit] = []
+        answer.reserveCapacity(edits.count)
+        for edit in edits.reversed() {
+            let inverse = edit.inverse
+            answer.append(buffer.textEdit(for: inverse, encoding: encoding))
+            buffer.apply(inverse)
+        }
+        return answer
+    }
+
+    /// Redoes the step undone last on `buffer`, which must hold the text this history left it
+    /// with.
+    ///
+    /// - Returns: the edits that turn the text before the redo into the text after it, as for
+    ///   ``undo(_:encoding:)``; `nil` if there is nothing to redo.
+    public mutating func redo(_ buffer: inout TextBuffer, encoding: PositionEncoding) -> [TextEdit]? {
+        guard canRedo else { return nil }
+        let edits = steps[position].edits
+        position += 1
+        changeCount += 1
+        var answer: [TextEdit] = []
+        answer.reserveCapacity(edits.count)
+        for edit in edits {
+            answer.append(buffer.textEdit(for: edit, encoding: encoding))
+            buffer.apply(edit)
+        }
+        return answer
+    }
+
+    /// Forgets every step; the clean point stays only if the current text is it.
+    public mutating func removeAll() {
+        let isClean = !hasUnsavedChanges
+        steps = []
+        first = 0
+        position = 0
+        byteCount = 0
+        cleanPosition = isClean ? 0 : nil
+    }
+
+    /// Drops the steps that could be redone.
+    private mutating func dropRedoSteps() {
+        guard canRedo else { return }
+        for step in steps[position...] { byteCount -= step.cost }
+        steps.removeSubrange(position...)
+        if let clean = cleanPosition, clean > position { cleanPosition = nil }
+    }
+
+    /// Drops the oldest steps (then, if the limit was lowered that far, the redo steps) until the
+    /// memory held is within the limit.
+    private mutating func trim() {
+        while byteCount > byteLimit && canUndo {
+            byteCount -= steps[first].cost
+            steps[first] = Step(edits: [], label: nil, cost: 0)
+            if cleanPosition == first { cleanPosition = nil }
+            first += 1
+        }
+        while byteCount > byteLimit && canRedo {
+            byteCount -= steps.removeLast().cost
+            if let clean = cleanPosition, clean > steps.count { cleanPosition = nil }
+        }
+        // Compact the emptied slots in bulk, so that dropping a step costs O(1) amortised.
+        if first > 64 && first > steps.count / 2 {
+            steps.removeSubrange(0..<first)
+            position -= first
+            cleanPosition = cleanPosition.map { $0 - first }
+            first = 0
+        }
+    }
+}
