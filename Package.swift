@@ -37,9 +37,14 @@ let package = Package(
         ]),
         // Every file syscall: reading with encoding detection, later the safe save and the watcher.
         .target(name: "FileStore"),
+        // A document's life (UIDocument's role): open documents, versions, edits, undo, states.
+        .target(name: "DocumentSession", dependencies: ["TextBuffer", "FileStore"]),
         // The protocol's method table and lifecycle; the only place that knows wire and core types.
         .target(name: "Server", dependencies: [
             "JSONRPC",
+            "DocumentSession",
+            "TextBuffer",
+            "FileStore",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Drives a server from the outside (spawn, frame, print traffic): the demo, later call/run/replay.

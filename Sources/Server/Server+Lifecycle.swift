@@ -1,12 +1,6 @@
 import JSON
 import JSONRPC
-
-/// A way of counting the `character` of a position: the code units of one encoding.
-public enum PositionEncoding: String, Sendable, CaseIterable {
-    case utf8 = "utf-8"
-    case utf16 = "utf-16"
-    case utf32 = "utf-32"
-}
+import TextBuffer
 
 /// LSP's trace levels (`$/setTrace`).
 public enum TraceLevel: String, Sendable, CaseIterable {
@@ -92,8 +86,12 @@ extension Server {
 
     /// Sends one `$/logTrace`; `verbose` is included only at the verbose level.
     func sendTrace(_ message: String, verbose: JSONValue?) {
+        Self.sendTrace(message, verbose: verbose, level: trace, writer: writer)
+    }
+
+    static func sendTrace(_ message: String, verbose: JSONValue?, level: TraceLevel, writer: MessageWriter) {
         var params: JSONObject = ["message": .string(message)]
-        if trace == .verbose { params["verbose"] = .string((verbose ?? .null).jsonText) }
+        if level == .verbose { params["verbose"] = .string((verbose ?? .null).jsonText) }
         writer.send(Notification(method: "$/logTrace", params: .object(params)))
     }
 }

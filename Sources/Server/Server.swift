@@ -1,5 +1,7 @@
 import JSON
+import DocumentSession
 import JSONRPC
+import TextBuffer
 import Logging
 
 /// The protocol's method table and lifecycle: it decodes params into core types, calls the core,
@@ -38,6 +40,8 @@ public final class Server: MessageHandler {
     let writer: MessageWriter
     let logger: Logger
     let configuration: Configuration
+    /// The open documents.
+    let store = DocumentStore()
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         self.writer = writer
@@ -47,13 +51,21 @@ public final class Server: MessageHandler {
 
     // MARK: - Method table
 
-    typealias RequestHandler = @Sendable (Server, Request, RequestContext) async throws(ResponseError) -> JSONValue
+    typealias RequestHandler = @Sendable (Server, Request, RequestContext) async throws(ResponseError) -> Reply
     typealias NotificationHandler = @Sendable (Server, Notification) async -> Void
 
     /// The requests the server answers, by method name. Adding a method: see the README's checklist.
     static let requestHandlers: [String: RequestHandler] = [
-        "initialize": { server, request, _ throws(ResponseError) in try server.initialize(request.params) },
-        "shutdown": { server, request, _ throws(ResponseError) in try server.shutdown(request.params) },
+        "initialize": { server, request, _ throws(ResponseError) in .now(.success(try server.initialize(request.params))) },
+        "shutdown": { server, request, _ throws(ResponseError) in .now(.success(try server.shutdown(request.params))) },
+        "document/open": { server, request, context throws(ResponseError) in try server.openDocument(request.params, context) },
+        "document/create": { server, request, _ throws(ResponseError) in .now(.success(try await server.createDocument(request.params))) },
+        "document/read": { server, request, _ throws(ResponseError) in .now(.success(try await server.readDocument(request.params))) },
+        "document/edit": { server, request, _ throws(ResponseError) in .now(.success(try await server.editDocument(request.params))) },
+        "document/undo": { server, request, _ throws(ResponseError) in .now(.success(try await server.undoOrRedo(request.params, undo: true))) },
+        "document/redo": { server, request, _ throws(ResponseError) in .now(.success(try await server.undoOrRedo(request.params, undo: false))) },
+        "document/state": { server, request, _ throws(ResponseError) in .now(.success(try await server.documentState(request.params))) },
+        "document/close": { server, request, _ throws(ResponseError) in .now(.success(try await server.closeDocument(request.params))) },
     ]
 
     /// The notifications the server acts on, by method name.
@@ -70,49 +82,68 @@ public final class Server: MessageHandler {
     }
 
     /// Every notification the server may send.
-    public static let serverNotifications: Set<String> = ["$/logTrace"]
+    public static let serverNotifications: Set<String> = ["$/logTrace", "$/progress"]
 
     // MARK: - MessageHandler
 
     public func handle(_ request: Request, context: RequestContext) async -> Reply {
         traceReceived("request '\(request.method) - (\(request.id))'.", params: request.params)
         let started = ContinuousClock.now
-        let result = await answer(request, context: context)
-        if trace != .off {
-            let elapsed = started.duration(to: .now)
-            let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
-            let outcome: JSONValue
-            switch result {
-            case .success(let value): outcome = value
-            case .failure(let error): outcome = error.json
+        let reply = await answer(request, context: context)
+        guard case .now(let result) = reply else {
+            guard case .later(let work) = reply, trace != .off else { return reply }
+            // Deferred work is traced when its answer is ready, at the level in force now.
+            let level = trace
+            let writer = writer
+            let label = "'\(request.method) - (\(request.id))'"
+            return .later {
+                let result = await work()
+                let elapsed = started.duration(to: .now)
+                Self.sendTrace(Self.responseTraceMessage(label, elapsed), verbose: Self.traceOutcome(result), level: level, writer: writer)
+                return result
             }
-            let rounded = (milliseconds * 1000).rounded() / 1000
-            sendTrace("Sending response '\(request.method) - (\(request.id))'. Processing request took \(rounded)ms", verbose: outcome)
+        }
+        if trace != .off {
+            let label = "'\(request.method) - (\(request.id))'"
+            sendTrace(Self.responseTraceMessage(label, started.duration(to: .now)), verbose: Self.traceOutcome(result))
         }
         return .now(result)
     }
 
-    private func answer(_ request: Request, context: RequestContext) async -> Result<JSONValue, ResponseError> {
+    static func responseTraceMessage(_ label: String, _ elapsed: Duration) -> String {
+        let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+        let rounded = (milliseconds * 1000).rounded() / 1000
+        return "Sending response \(label). Processing request took \(rounded)ms"
+    }
+
+    static func traceOutcome(_ result: Result<JSONValue, ResponseError>) -> JSONValue {
+        switch result {
+        case .success(let value): return value
+        case .failure(let error): return error.json
+        }
+    }
+
+    private func answer(_ request: Request, context: RequestContext) async -> Reply {
         switch lifecycle {
         case .uninitialized where request.method != "initialize":
-            return .failure(ResponseError(.serverNotInitialized, "Server not initialized: send initialize before \(request.method)"))
+            return .now(.failure(ResponseError(.serverNotInitialized, "Server not initialized: send initialize before \(request.method)")))
         case .running where request.method == "initialize":
-            return .failure(ResponseError(.invalidRequest, "initialize was already received; it may be sent only once"))
+            return .now(.failure(ResponseError(.invalidRequest, "initialize was already received; it may be sent only once")))
         case .shutDown:
-            return .failure(ResponseError(.invalidRequest, "Server is shut down: only the exit notification is accepted (got \(request.method))"))
+            return .now(.failure(ResponseError(.invalidRequest, "Server is shut down: only the exit notification is accepted (got \(request.method))")))
         default:
             break
         }
         guard let handler = Self.requestHandlers[request.method] else {
             if Self.clientMethods.contains(request.method) {
-                return .failure(ResponseError(.invalidRequest, "\(request.method) is a notification: send it without an id"))
+                return .now(.failure(ResponseError(.invalidRequest, "\(request.method) is a notification: send it without an id")))
             }
-            return .failure(ResponseError(.methodNotFound, "Method not found: \(request.method)"))
+            return .now(.failure(ResponseError(.methodNotFound, "Method not found: \(request.method)")))
         }
         do {
-            return .success(try await handler(self, request, context))
+            return try await handler(self, request, context)
         } catch {
-            return .failure(error)
+            return .now(.failure(error))
         }
     }
 

@@ -1,0 +1,53 @@
+import FileStore
+import TextBuffer
+
+/// One open document: its text, history and what is known about its file. A value owned by the
+/// ``DocumentStore`` actor.
+public struct Document: Sendable {
+    /// The server-issued handle (`d1`, `d2`, ...); it stays the same when the file moves.
+    public let handle: String
+    /// The absolute path of the file.
+    public var path: String
+    /// The text.
+    public var buffer: TextBuffer
+    /// Undo and redo, and the clean point.
+    public var history: UndoHistory
+    /// Goes up by one with every change of the text, whoever makes it.
+    public var version: Int64 = 1
+    /// How the file is encoded, and whether it has a byte order mark (both kept for saving).
+    public var encoding: TextEncoding
+    public var hasByteOrderMark: Bool
+    /// How the file's lines ended when it was read.
+    public var lineEnding: LineEndingStyle
+    /// The file's identity when it was last read or written.
+    public var identity: FileIdentity
+    /// The state flags.
+    public var state: DocumentState = []
+
+    /// Whether the text differs from the file's, by the history's account.
+    public var hasUnsavedChanges: Bool { history.hasUnsavedChanges }
+
+    /// The file name, shown to the user.
+    public var displayName: String { String(path.split(separator: "/").last ?? Substring(path)) }
+
+    /// The kind of document, from the file name's extension (LSP's language identifiers).
+    public var fileType: String { FileType.identifier(forPath: path) }
+}
+
+/// Document kinds by file-name extension.
+public enum FileType {
+    static let byExtension: [String: String] = [
+        "txt": "plaintext", "text": "plaintext", "md": "markdown", "markdown": "markdown", "swift": "swift",
+        "c": "c", "h": "c", "cpp": "cpp", "cc": "cpp", "hpp": "cpp", "rs": "rust", "go": "go", "py": "python",
+        "js": "javascript", "ts": "typescript", "json": "json", "yaml": "yaml", "yml": "yaml", "toml": "toml",
+        "html": "html", "css": "css", "xml": "xml", "sh": "shellscript", "el": "emacs-lisp", "lua": "lua",
+        "rb": "ruby", "java": "java", "tex": "latex", "org": "org", "csv": "csv",
+    ]
+
+    /// The identifier for a path: `markdown` for `notes.md`, `plaintext` when unknown.
+    public static func identifier(forPath path: String) -> String {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "plaintext" }
+        return byExtension[name[name.index(after: dot)...].lowercased()] ?? "plaintext"
+    }
+}

@@ -1,0 +1,22 @@
+import FileStore
+import TextBuffer
+
+/// Why a document operation was refused. Nothing changed when one is thrown.
+public enum DocumentError: Error, Sendable, Equatable {
+    /// No open document has this handle.
+    case unknownDocument(String)
+    /// The request was made against `given`, but the document is at `current`.
+    case staleVersion(current: Int64, given: Int64)
+    /// A position, range or edit was refused.
+    case invalidText(TextBufferError)
+    /// The file could not be read as text.
+    case load(LoadError)
+    /// A file-system call failed.
+    case fileSystem(FileSystemError)
+    /// `create` found a file already at the path.
+    case alreadyExists(path: String)
+    /// Closing would drop unsaved edits, and saving is not possible (yet).
+    case unsavedChanges(handle: String)
+    /// Edits are refused for now.
+    case editingDisabled(handle: String, reason: String)
+}

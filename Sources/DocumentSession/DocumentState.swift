@@ -1,0 +1,25 @@
+/// A document's state: a set of flags, empty when all is normal (UIDocument's `documentState`).
+public struct DocumentState: OptionSet, Sendable, Hashable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    /// Not open, or reading it failed.
+    public static let closed = DocumentState(rawValue: 1 << 0)
+    /// The file changed on disk while there were unsaved edits.
+    public static let inConflict = DocumentState(rawValue: 1 << 1)
+    /// The last save or revert failed; the unsaved edits are kept.
+    public static let savingError = DocumentState(rawValue: 1 << 2)
+    /// Edits are refused for now.
+    public static let editingDisabled = DocumentState(rawValue: 1 << 3)
+    /// A long load or save is running.
+    public static let progressAvailable = DocumentState(rawValue: 1 << 4)
+
+    /// The flags by their wire names, in a fixed order.
+    public static let names: [(DocumentState, String)] = [
+        (.closed, "closed"), (.inConflict, "inConflict"), (.savingError, "savingError"),
+        (.editingDisabled, "editingDisabled"), (.progressAvailable, "progressAvailable"),
+    ]
+
+    /// The names of the flags set, in a fixed order.
+    public var flagNames: [String] { Self.names.filter { contains($0.0) }.map(\.1) }
+}

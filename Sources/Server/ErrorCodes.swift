@@ -1,0 +1,73 @@
+import DocumentSession
+import FileStore
+import JSON
+import JSONRPC
+import TextBuffer
+
+/// The project's own error codes, in JSON-RPC's server range -32000...-32099 (LSP uses -32001 and
+/// -32002 there). Each has a section in protocol/README.md.
+extension ErrorCode {
+    /// -32010: a file-system call failed; `data` holds the error detail.
+    public static let fileSystemError = ErrorCode(rawValue: -32010)
+    /// -32011: no open document has this handle.
+    public static let unknownDocument = ErrorCode(rawValue: -32011)
+    /// -32012: edits are refused for now.
+    public static let editingDisabled = ErrorCode(rawValue: -32012)
+    /// -32013: `document/create` found a file already there.
+    public static let alreadyExists = ErrorCode(rawValue: -32013)
+    /// -32014: the file does not decode as text; `data` names the byte offset.
+    public static let notText = ErrorCode(rawValue: -32014)
+    /// -32015: closing would drop unsaved edits.
+    public static let unsavedChanges = ErrorCode(rawValue: -32015)
+    /// -32016: the path is a directory or a special file.
+    public static let notRegularFile = ErrorCode(rawValue: -32016)
+}
+
+extension FileSystemError {
+    /// The error detail of protocol.md: code, errno, syscall, path, message, recoverable, suggestions.
+    var json: JSONValue {
+        [
+            "code": .string(code), "errno": .integer(Int64(errno)), "syscall": .string(syscall),
+            "path": .string(path), "message": .string(message), "recoverable": .bool(recoverable),
+            "suggestions": .array(suggestions.map { .string($0) }),
+        ]
+    }
+}
+
+extension Server {
+    /// The wire error for a document error; `field` names the params member a position error is
+    /// about (edit errors name their own, `params.edits[i]...`).
+    static func responseError(_ error: DocumentError, id: RequestID, field: String = "params") -> ResponseError {
+        switch error {
+        case .unknownDocument(let handle):
+            return ResponseError(.unknownDocument, "No open document has the handle \"\(handle)\"", data: ["document": .string(handle)])
+        case .staleVersion(let current, let given):
+            return ResponseError(
+                .contentModified, "The document is at version \(current); the request was made against version \(given)",
+                data: ["version": .integer(current)])
+        case .invalidText(.invalidEdit(let index, let editField, let reason)):
+            return .invalidParams(field: "params.edits[\(index)].\(editField.rawValue)", reason.description)
+        case .invalidText(let reason):
+            return .invalidParams(field: field, reason.description)
+        case .load(.fileSystem(let detail)), .fileSystem(let detail):
+            return ResponseError(.fileSystemError, detail.message, data: detail.json)
+        case .load(.notText(let path, let offset, let encoding, let reason)):
+            return ResponseError(
+                .notText, "\(path) is not \(encoding.rawValue) text: \(reason) at byte \(offset); name an encoding to open it anyway",
+                data: ["path": .string(path), "offset": .integer(Int64(offset)), "encoding": .string(encoding.rawValue)])
+        case .load(.notRegularFile(let path, let kind)):
+            return ResponseError(.notRegularFile, "\(path) is a \(kind), not a regular file", data: ["path": .string(path), "kind": .string(kind)])
+        case .load(.cancelled):
+            return .cancelled(id)
+        case .alreadyExists(let path):
+            return ResponseError(.alreadyExists, "A file already exists at \(path); it was left as it is", data: ["uri": .string(FileURI.uri(from: path))])
+        case .unsavedChanges(let handle):
+            return ResponseError(
+                .unsavedChanges,
+                "Document \(handle) has unsaved changes; saving is not available yet, so close it with save: \"never\" to drop them",
+                data: ["document": .string(handle)])
+        case .editingDisabled(let handle, let reason):
+            return ResponseError(.editingDisabled, "Editing document \(handle) is disabled: \(reason)", data: ["document": .string(handle)])
+        }
+    }
+}

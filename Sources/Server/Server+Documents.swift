@@ -1,0 +1,168 @@
+import DocumentSession
+import FileStore
+import JSON
+import JSONRPC
+import TextBuffer
+
+extension Server {
+    /// `document/open`: reads the file off the ordered queue (a large file does not stall other
+    /// requests), reporting `$/progress` under the client's `workDoneToken`; cancellable.
+    func openDocument(_ rawParams: JSONValue?, _ context: RequestContext) throws(ResponseError) -> Reply {
+        let params = try Params(byName: rawParams, method: "document/open")
+        let path = try params.filePath("uri")
+        let encoding = try params.textEncoding("encoding")
+        let includeText = try params.optionalBool("includeText") ?? true
+        let progress = ProgressReporter(token: try params.progressToken("workDoneToken"), title: "Opening \(path)", writer: writer)
+        let store = store
+        return .later {
+            defer { progress.end() }
+            do throws(DocumentError) {
+                let document = try await store.open(
+                    path: path, encoding: encoding, progress: { done, total in progress.report(done: done, total: total) },
+                    isCancelled: { context.cancellation.isCancelled })
+                return .success(Self.info(document, includeText: includeText))
+            } catch {
+                return .failure(Self.responseError(error, id: context.id))
+            }
+        }
+    }
+
+    /// `document/create`: a new file (never overwriting one), opened.
+    func createDocument(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
+        let params = try Params(byName: rawParams, method: "document/create")
+        let path = try params.filePath("uri")
+        let text = try params.optionalString("text") ?? ""
+        do throws(DocumentError) {
+            return Self.info(try await store.create(path: path, text: text), includeText: true)
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+    }
+
+    /// `document/read`: the text, whole or of a range.
+    func readDocument(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
+        let params = try Params(byName: rawParams, method: "document/read")
+        let handle = try params.string("document")
+        let range = try params.optionalObject("range").map { (range) throws(ResponseError) in try range.textRange() }
+        do throws(DocumentError) {
+            let (text, version) = try await store.read(handle, range: range, encoding: positionEncoding)
+            return ["text": .string(text), "version": .integer(version)]
+        } catch {
+            throw Self.responseError(error, id: .null, field: "params.range")
+        }
+    }
+
+    /// `document/edit`: edits in order, all or nothing, against a version.
+    func editDocument(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
+        let params = try Params(byName: rawParams, method: "document/edit")
+        let handle = try params.string("document")
+        let version = try params.integer("version", in: 0...Int64.max)
+        let edits = try params.textEdits("edits")
+        let undo = try params.optionalObject("undo")
+        let merge = try undo?.optionalBool("merge") ?? false
+        let label = try undo?.optionalString("label")
+        do throws(DocumentError) {
+            let newVersion = try await store.edit(
+                handle, version: version, edits: edits, encoding: positionEncoding, label: label, merge: merge)
+            return ["version": .integer(newVersion)]
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+    }
+
+    /// `document/undo` and `document/redo`: the new version and the edits that turn the previous
+    /// text into the new one (none when there was nothing to undo or redo).
+    func undoOrRedo(_ rawParams: JSONValue?, undo: Bool) async throws(ResponseError) -> JSONValue {
+        let params = try Params(byName: rawParams, method: undo ? "document/undo" : "document/redo")
+        let handle = try params.string("document")
+        let version = try params.optionalInteger("version", in: 0...Int64.max)
+        do throws(DocumentError) {
+            let (newVersion, edits) = undo
+                ? try await store.undo(handle, version: version, encoding: positionEncoding)
+                : try await store.redo(handle, version: version, encoding: positionEncoding)
+            return ["version": .integer(newVersion), "edits": .array(edits.map(Self.json))]
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+    }
+
+    /// `document/state`: the state flags and the undo and change-tracking summary.
+    func documentState(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
+        let params = try Params(byName: rawParams, method: "document/state")
+        let handle = try params.string("document")
+        do throws(DocumentError) {
+            let document = try await store.document(handle)
+            var result: JSONObject = [
+                "document": .string(handle), "uri": .string(FileURI.uri(from: document.path)),
+                "version": .integer(document.version), "state": Self.stateJSON(document.state),
+                "hasUnsavedChanges": .bool(document.hasUnsavedChanges),
+                "canUndo": .bool(document.history.canUndo), "canRedo": .bool(document.history.canRedo),
+                "etag": .string(Self.etag(document.identity)),
+            ]
+            if let label = document.history.undoLabel { result["undoLabel"] = .string(label) }
+            if let label = document.history.redoLabel { result["redoLabel"] = .string(label) }
+            return .object(result)
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+    }
+
+    /// `document/close`: `save` is `ifChanged` (the default; refused while edits are unsaved, until
+    /// saving exists) or `never`.
+    func closeDocument(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
+        let params = try Params(byName: rawParams, method: "document/close")
+        let handle = try params.string("document")
+        let policy = try params.optionalEnumeration("save", ["ifChanged", "never"]).flatMap(DocumentStore.SavePolicy.init) ?? .ifChanged
+        do throws(DocumentError) {
+            return ["saved": .bool(try await store.close(handle, save: policy))]
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+    }
+
+    // MARK: - Encoding results
+
+    /// The document info `document/open` and `document/create` answer.
+    static func info(_ document: Document, includeText: Bool) -> JSONValue {
+        var info: JSONObject = [
+            "document": .string(document.handle),
+            "uri": .string(FileURI.uri(from: document.path)),
+            "version": .integer(document.version),
+        ]
+        if includeText { info["text"] = .string(document.buffer.text) }
+        info["state"] = stateJSON(document.state)
+        info["fileType"] = .string(document.fileType)
+        info["displayName"] = .string(document.displayName)
+        info["modificationDate"] = .string(Timestamp.iso8601(nanoseconds: document.identity.modificationTime))
+        info["encoding"] = .string(document.encoding.rawValue)
+        info["byteOrderMark"] = .bool(document.hasByteOrderMark)
+        info["lineEnding"] = .string(document.lineEnding.rawValue)
+        info["hasUnsavedChanges"] = .bool(document.hasUnsavedChanges)
+        return .object(info)
+    }
+
+    static func stateJSON(_ state: DocumentState) -> JSONValue {
+        .array(state.flagNames.map { .string($0) })
+    }
+
+    /// An opaque tag of the file's identity (inode, size, modification and change times).
+    static func etag(_ identity: FileIdentity) -> String {
+        [identity.inode, UInt64(bitPattern: identity.size), UInt64(bitPattern: identity.modificationTime), UInt64(bitPattern: identity.changeTime)]
+            .map { String($0, radix: 16) }.joined(separator: "-")
+    }
+
+    static func json(_ edit: TextEdit) -> JSONValue {
+        var object: JSONObject = [:]
+        if let range = edit.range { object["range"] = json(range) }
+        object["text"] = .string(edit.text)
+        return .object(object)
+    }
+
+    static func json(_ range: TextRange) -> JSONValue {
+        ["start": json(range.start), "end": json(range.end)]
+    }
+
+    static func json(_ position: TextPosition) -> JSONValue {
+        ["line": .integer(Int64(position.line)), "character": .integer(Int64(position.character))]
+    }
+}
