@@ -1,3 +1,4 @@
+import Foundation
 import JSON
 import JSONRPC
 
@@ -11,18 +12,48 @@ public struct Demo {
         case raw(String, [UInt8])
     }
 
-    let steps: [Step] = [
-        .request("Start the session; the client prefers utf-32 positions.", "initialize", [
-            "clientInfo": ["name": "docsession demo"],
-            "capabilities": ["general": ["positionEncodings": ["utf-32", "utf-16"]]],
-        ]),
-        .notification("The client is ready.", "initialized", nil),
-        .request("A method the server does not have: a precise error, and the session goes on.", "document/frobnicate", ["document": "d1"]),
-        .raw("A message whose JSON is broken: a parse error naming the byte.", Framing.frame(Array(#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"trace":"off",}}"#.utf8))),
-        .request("Initialize again: the lifecycle refuses it.", "initialize", [:]),
-        .request("Shut down: nothing more is accepted but exit.", "shutdown", nil),
-        .notification("Exit: the server stops with status 0 after shutdown.", "exit", nil),
-    ]
+    /// The sample document the demo opens: a copy is written to a fresh temporary directory, so
+    /// every run starts from the same text. It has a non-ASCII line and an emoji, whose positions
+    /// count one each in utf-32.
+    static let sampleText = """
+        # Shopping list
+
+        - bread
+        - café au lait ☕
+        - apples 🍎
+
+        """
+
+    /// The script, for a sample document at `uri`.
+    static func steps(uri: String) -> [Step] {
+        [
+            .request("Start the session; the client prefers utf-32 positions (Emacs counts characters).", "initialize", [
+                "clientInfo": ["name": "docsession demo"],
+                "capabilities": ["general": ["positionEncodings": ["utf-32", "utf-16"]]],
+            ]),
+            .notification("The client is ready.", "initialized", nil),
+            .request("Open the sample document: the server answers a handle, version 1, the text and what it found.", "document/open", [
+                "uri": .string(uri),
+            ]),
+            .request("Add an item after the apples (line 4, character 10 in utf-32: the emoji counts one).", "document/edit", [
+                "document": "d1", "version": 1,
+                "edits": [["range": ["start": ["line": 4, "character": 10], "end": ["line": 4, "character": 10]], "text": "\n- pears 🍐"]],
+                "undo": ["label": "Add pears"],
+            ]),
+            .request("An edit made against version 1, which is gone: refused, nothing changes.", "document/edit", [
+                "document": "d1", "version": 1,
+                "edits": [["range": ["start": ["line": 2, "character": 2], "end": ["line": 2, "character": 7]], "text": "rye bread"]],
+            ]),
+            .request("Read the text as it is now.", "document/read", ["document": "d1"]),
+            .request("Undo: the answer carries the edits that turn the client's text back.", "document/undo", ["document": "d1"]),
+            .request("The state: back at the text on disk, so no unsaved changes; redo is possible.", "document/state", ["document": "d1"]),
+            .request("A method the server does not have: a precise error, and the session goes on.", "document/frobnicate", ["document": "d1"]),
+            .raw("A message whose JSON is broken: a parse error naming the byte.", Framing.frame(Array(#"{"jsonrpc":"2.0","id":42,"method":"document/read","params":{"document":"d1",}}"#.utf8))),
+            .request("Close without saving.", "document/close", ["document": "d1", "save": "never"]),
+            .request("Shut down: nothing more is accepted but exit.", "shutdown", nil),
+            .notification("Exit: the server stops with status 0 after shutdown.", "exit", nil),
+        ]
+    }
 
     /// Where the transcript goes.
     let output: (String) -> Void
@@ -33,10 +64,14 @@ public struct Demo {
 
     /// Runs the script against the server at `executable` and answers its exit status.
     public func run(executable: String, arguments: [String]) throws -> Int32 {
+        let directory = try SampleDirectory()
+        defer { directory.remove() }
+        let samplePath = try directory.write(name: "shopping.md", text: Self.sampleText)
         let server = try ServerProcess(executable: executable, arguments: arguments)
         output("docsession demo: a scripted session with \(executable) \(arguments.joined(separator: " "))")
         output("(--> client to server, <-- server to client; each message is framed as Content-Length: N\\r\\n\\r\\n JSON)")
-        for step in steps {
+        output("(the sample document is a fresh copy at \(samplePath))")
+        for step in Self.steps(uri: "file://" + samplePath) {
             output("")
             switch step {
             case .request(let caption, let method, let params):
@@ -75,6 +110,32 @@ public struct Demo {
         for message in server.takeNotifications() {
             output("<-- \(message.jsonText)")
         }
+    }
+}
+
+/// A temporary directory for the demo's sample document.
+struct SampleDirectory {
+    let path: String
+
+    init() throws {
+        var template = Array("/tmp/docsession-demo-XXXXXX".utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw ServerProcess.Failure("cannot create a temporary directory: errno \(errno)")
+        }
+        path = String(cString: made)
+    }
+
+    /// Writes a file and answers its path.
+    func write(name: String, text: String) throws -> String {
+        let file = path + "/" + name
+        guard FileManager.default.createFile(atPath: file, contents: Data(text.utf8)) else {
+            throw ServerProcess.Failure("cannot write \(file)")
+        }
+        return file
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: path)
     }
 }
 
