@@ -37,6 +37,8 @@ public struct FrameParser: Sendable {
     private var state: State = .header(length: nil, sawLine: false)
     private var buffer: [UInt8] = []
     private var start = 0
+    /// How far the buffer has been searched for the current header line's end.
+    private var lineSearchedUpTo = 0
 
     /// A parser that refuses bodies above `maxMessageSize` bytes (64 MiB by default).
     public init(maxMessageSize: Int = 64 << 20, maxHeaderLineLength: Int = 8192) {
@@ -65,6 +67,7 @@ public struct FrameParser: Sendable {
     public mutating func append(_ bytes: some Collection<UInt8>) {
         if start > 0, start >= buffer.count / 2 {
             buffer.removeFirst(start)
+            lineSearchedUpTo = max(0, lineSearchedUpTo - start)
             start = 0
         }
         buffer.append(contentsOf: bytes)
@@ -105,10 +108,17 @@ public struct FrameParser: Sendable {
                 }
 
             case .header(let length, let sawLine):
-                guard let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) else {
+                // Bytes already searched for the line end are not searched again on the next read,
+                // so a long line arriving in small reads costs linear time.
+                let searchFrom = max(start, lineSearchedUpTo)
+                guard let newline = buffer[searchFrom...].firstIndex(of: UInt8(ascii: "\n")) else {
+                    lineSearchedUpTo = buffer.count
                     // A line of the maximum length may be waiting for its LF after its CR.
                     let pending = buffer.count - start - (buffer.last == UInt8(ascii: "\r") ? 1 : 0)
                     if pending > maxHeaderLineLength {
+                        // Step past the line's first byte, or resynchronisation would find the
+                        // same "Content-Length" here again and loop.
+                        start += 1
                         return fail(.headerLineTooLong(limit: maxHeaderLineLength))
                     }
                     return nil
@@ -116,6 +126,7 @@ public struct FrameParser: Sendable {
                 var lineEnd = newline
                 if lineEnd > start, buffer[lineEnd - 1] == UInt8(ascii: "\r") { lineEnd -= 1 }
                 if lineEnd - start > maxHeaderLineLength {
+                    start += 1
                     return fail(.headerLineTooLong(limit: maxHeaderLineLength))
                 }
                 let line = buffer[start..<lineEnd]

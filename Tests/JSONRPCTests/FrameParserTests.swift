@@ -162,6 +162,13 @@ struct FrameParserTests {
         #expect(parser.feed(framed("{}")) == [.message(bytes("{}"))])
     }
 
+    @Test("a too-long header line that starts with a valid Content-Length is consumed, not looped on (fuzzer finding F1)")
+    func tooLongLineWithValidLength() {
+        let line = bytes("Content-Length: 2") + [UInt8](repeating: UInt8(ascii: " "), count: 8200)
+        let stream = line + bytes("\r\n\r\n{}") + framed("{}")
+        #expect(eventsForAllSlicings(stream) == [.error(.headerLineTooLong(limit: 8192)), .message(bytes("{}"))])
+    }
+
     @Test("resynchronisation passes over Content-Length text inside the discarded body")
     func resyncSkipsTextInBody() {
         let stream = bytes(#"Content-Length: abc\#r\#n\#r\#n{"text":"Content-Length: 5","x":"a Content-Length: 9"}"#) + framed("{}")
