@@ -1,4 +1,5 @@
 import FileStore
+import Synchronization
 import TextBuffer
 
 /// The open documents of the process (the Session of the architecture): one actor, so that each
@@ -8,7 +9,7 @@ public actor DocumentStore {
     private var documents: [String: Document] = [:]
     private var handleByPath: [String: String] = [:]
     /// Loads in progress by path, so that a second open of the same file waits for the first.
-    private var loads: [String: Task<Result<String, DocumentError>, Never>] = [:]
+    private var loads: [String: (task: Task<Result<String, DocumentError>, Never>, waiters: LoadWaiters)] = [:]
     private var nextHandle = 1
 
     public init() {}
@@ -37,8 +38,12 @@ public actor DocumentStore {
         if let handle = handleByPath[path], let document = documents[handle] { return document }
         let task: Task<Result<String, DocumentError>, Never>
         if let running = loads[path] {
-            task = running
+            // One load serves every opener of the path; it stops only when all have cancelled.
+            running.waiters.add(isCancelled)
+            task = running.task
         } else {
+            let waiters = LoadWaiters(isCancelled)
+            let isCancelled: @Sendable () -> Bool = { waiters.allCancelled }
             let load = Task.detached { () -> Result<(TextBuffer, LoadedText), DocumentError> in
                 var buffer = TextBuffer()
                 do throws(LoadError) {
@@ -57,9 +62,12 @@ public actor DocumentStore {
                 let result = await load.value
                 return self.finishLoad(path: path, result)
             }
-            loads[path] = task
+            loads[path] = (task, waiters)
         }
-        switch await task.value {
+        let result = await task.value
+        // An opener that cancelled while others kept the load going still gets its cancellation.
+        if isCancelled() { throw .load(.cancelled) }
+        switch result {
         case .success(let handle):
             guard let document = documents[handle] else { throw .unknownDocument(handle) }
             return document
@@ -208,4 +216,20 @@ public actor DocumentStore {
         if handleByPath[document.path] == handle { handleByPath[document.path] = nil }
         return false
     }
+}
+
+/// The cancellation checks of everyone waiting for one load.
+final class LoadWaiters: Sendable {
+    private let checks: Mutex<[@Sendable () -> Bool]>
+
+    init(_ first: @escaping @Sendable () -> Bool) {
+        checks = Mutex([first])
+    }
+
+    func add(_ check: @escaping @Sendable () -> Bool) {
+        checks.withLock { $0.append(check) }
+    }
+
+    /// Whether every waiter has cancelled.
+    var allCancelled: Bool { checks.withLock { $0.allSatisfy { $0() } } }
 }

@@ -37,7 +37,7 @@ extension FileSystemError {
 extension Server {
     /// The wire error for a document error; `field` names the params member a position error is
     /// about (edit errors name their own, `params.edits[i]...`).
-    static func responseError(_ error: DocumentError, id: RequestID, field: String = "params") -> ResponseError {
+    static func responseError(_ error: DocumentError, id: RequestID, field: String = "params", encodingWasNamed: Bool = false) -> ResponseError {
         switch error {
         case .unknownDocument(let handle):
             return ResponseError(.unknownDocument, "No open document has the handle \"\(handle)\"", data: ["document": .string(handle)])
@@ -52,8 +52,9 @@ extension Server {
         case .load(.fileSystem(let detail)), .fileSystem(let detail):
             return ResponseError(.fileSystemError, detail.message, data: detail.json)
         case .load(.notText(let path, let offset, let encoding, let reason)):
+            let hint = encodingWasNamed ? "" : "; name an encoding to open it anyway"
             return ResponseError(
-                .notText, "\(path) is not \(encoding.rawValue) text: \(reason) at byte \(offset); name an encoding to open it anyway",
+                .notText, "\(path) is not \(encoding.rawValue) text: byte \(offset): \(reason)\(hint)",
                 data: ["path": .string(path), "offset": .integer(Int64(offset)), "encoding": .string(encoding.rawValue)])
         case .load(.notRegularFile(let path, let kind)):
             return ResponseError(.notRegularFile, "\(path) is a \(kind), not a regular file", data: ["path": .string(path), "kind": .string(kind)])

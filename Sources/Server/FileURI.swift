@@ -13,13 +13,17 @@ enum FileURI {
     /// The absolute path a `file://` URI names.
     static func path(from uri: String) throws(Invalid) -> String {
         let prefix = "file://"
-        guard uri.lowercased().hasPrefix(prefix) else {
+        guard uri.lowercased().hasPrefix("file:") else {
             throw Invalid(reason: "only file:// URIs are supported, got \"\(uri.prefix(40))\"")
+        }
+        guard uri.lowercased().hasPrefix(prefix) else {
+            throw Invalid(reason: "a file URI needs an absolute path (file:///...), got \"\(uri.prefix(60))\"")
         }
         var rest = Substring(uri.dropFirst(prefix.count))
         if rest.lowercased().hasPrefix("localhost/") { rest = rest.dropFirst("localhost".count) }
         guard rest.hasPrefix("/") else {
-            throw Invalid(reason: "a file URI needs an absolute path (file:///...), got \"\(uri.prefix(60))\"")
+            let host = rest.prefix { $0 != "/" }
+            throw Invalid(reason: "file URIs naming a host (\"\(host.prefix(40))\") are not supported; use file:///path")
         }
         guard !rest.contains("?"), !rest.contains("#") else {
             throw Invalid(reason: "a file URI may not have a query or a fragment")

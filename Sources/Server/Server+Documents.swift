@@ -22,7 +22,7 @@ extension Server {
                     isCancelled: { context.cancellation.isCancelled })
                 return .success(Self.info(document, includeText: includeText))
             } catch {
-                return .failure(Self.responseError(error, id: context.id))
+                return .failure(Self.responseError(error, id: context.id, encodingWasNamed: encoding != nil))
             }
         }
     }

@@ -5,8 +5,12 @@
 /// Dates on the wire: ISO 8601 in UTC with milliseconds (`2026-11-22T03:04:05.678Z`).
 enum Timestamp {
     static func iso8601(nanoseconds: Int64) -> String {
-        var seconds = time_t(nanoseconds / 1_000_000_000)
-        let milliseconds = Int((nanoseconds % 1_000_000_000) / 1_000_000)
+        // Floor division, so that times before 1970 keep a non-negative fraction.
+        let (quotient, remainder) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
+        let wholeSeconds = remainder < 0 ? quotient - 1 : quotient
+        let fraction = remainder < 0 ? remainder + 1_000_000_000 : remainder
+        var seconds = time_t(wholeSeconds)
+        let milliseconds = Int(fraction / 1_000_000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
         func pad(_ value: Int32, _ width: Int) -> String {

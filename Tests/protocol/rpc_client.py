@@ -54,30 +54,45 @@ class FramingFault(Exception):
 
 
 class FrameReader:
-    """Splits a byte stream into frames; strict, because it checks the server's output."""
+    """Splits a byte stream into frames; strict, because it checks the server's output.
+
+    Linear in the stream's length, also for one body of many megabytes arriving in 64 KiB reads
+    (a document's whole text): the buffer is a bytearray consumed from the front, and once a header
+    has been read only the body's length is awaited."""
 
     def __init__(self) -> None:
-        self.buffer = b""
+        self.buffer = bytearray()
+        # The header block read and the body length it announced, while the body is incomplete.
+        self.pending: tuple[bytes, int] | None = None
 
     def feed(self, data: bytes) -> list[Frame]:
         self.buffer += data
         frames = []
         while True:
-            end = self.buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self.buffer) > 200 and b"\r\n\r\n" not in self.buffer:
-                    raise FramingFault(f"no header block end in {self.buffer[:200]!r}")
+            if self.pending is None:
+                end = self.buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(self.buffer) > 200:
+                        raise FramingFault(f"no header block end in {bytes(self.buffer[:200])!r}")
+                    return frames
+                header = bytes(self.buffer[: end + 4])
+                lines = header[:-4].split(b"\r\n")
+                if len(lines) != 1 or not lines[0].startswith(b"Content-Length: "):
+                    raise FramingFault(f"unexpected header block {header!r}")
+                del self.buffer[: end + 4]
+                self.pending = (header, int(lines[0][len(b"Content-Length: ") :]))
+            header, length = self.pending
+            if len(self.buffer) < length:
                 return frames
-            header = self.buffer[: end + 4]
-            lines = header[:-4].split(b"\r\n")
-            if len(lines) != 1 or not lines[0].startswith(b"Content-Length: "):
-                raise FramingFault(f"unexpected header block {header!r}")
-            length = int(lines[0][len(b"Content-Length: ") :])
-            if len(self.buffer) < end + 4 + length:
-                return frames
-            body = self.buffer[end + 4 : end + 4 + length]
-            self.buffer = self.buffer[end + 4 + length :]
+            body = bytes(self.buffer[:length])
+            del self.buffer[:length]
+            self.pending = None
             frames.append(Frame(header, body, json.loads(body.decode("utf-8"))))
+
+    @property
+    def at_boundary(self) -> bool:
+        """Whether no frame is partly read."""
+        return not self.buffer and self.pending is None
 
 
 class RpcClient:
@@ -115,8 +130,8 @@ class RpcClient:
                     break
                 for item in reader.feed(data):
                     self.frames.put(item)
-            if reader.buffer:
-                raise FramingFault(f"output ended inside a frame: {reader.buffer[:200]!r}")
+            if not reader.at_boundary:
+                raise FramingFault(f"output ended inside a frame: {bytes(reader.buffer[:200])!r}")
         except BaseException as error:  # handed to the test thread, which raises it
             self.frames.put(error)
         self.frames.put(None)

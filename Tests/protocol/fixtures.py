@@ -1,0 +1,77 @@
+"""The scratch directory the document examples and transcripts of the specification rely on.
+
+protocol/README.md (§8.1) and the examples of protocol/openrpc.json name files in
+/tmp/docsession-protocol-fixtures/. `make_fixtures()` deletes that directory and creates it afresh
+with exactly the files listed in FILES (and the symbolic link in LINKS), every one with the
+modification time FIXTURE_DATE, so that what the server answers about them is deterministic.
+
+Several test runs on one machine would share the directory, so a run holds an exclusive lock on
+LOCK_PATH from start to end (see conftest.py): a second run waits for the first.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import calendar
+import fcntl
+import os
+import shutil
+from pathlib import Path
+from typing import IO
+
+ROOT = Path("/tmp/docsession-protocol-fixtures")
+ROOT_URI = "file:///tmp/docsession-protocol-fixtures/"
+LOCK_PATH = Path("/tmp/docsession-protocol-fixtures.lock")
+
+# 2026-01-02T03:04:05.678Z, the modification time of every fixture file.
+FIXTURE_DATE = "2026-01-02T03:04:05.678Z"
+FIXTURE_NS = calendar.timegm((2026, 1, 2, 3, 4, 5, 0, 0, 0)) * 1_000_000_000 + 678_000_000
+
+# The file big.txt: 40 960 lines of 63 "x" and a line feed, 2 621 440 bytes (2.5 MiB). The server
+# reads files in pieces of 1 MiB, so opening it reports progress at 40 %, 80 % and 100 %.
+BIG_LINES = 40960
+BIG_TEXT = ("x" * 63 + "\n") * BIG_LINES
+
+FILES: dict[str, bytes] = {
+    # UTF-8, LF line endings.
+    "notes.txt": b"Hello, world!\nSecond line\n",
+    # UTF-8, CRLF line endings.
+    "crlf.txt": b"one\r\ntwo\r\n",
+    # UTF-8 with a character outside the BMP (two UTF-16 code units, four UTF-8 bytes) and an é.
+    "emoji.txt": "a\U0001F600b\ncaf\u00e9\n".encode("utf-8"),
+    # UTF-16 little-endian with a byte order mark.
+    "utf16.txt": b"\xff\xfe" + "h\u00e9llo\n".encode("utf-16-le"),
+    # ISO 8859-1: byte 0xE9 is é there, and not valid UTF-8.
+    "latin1.txt": b"caf\xe9\n",
+    "big.txt": BIG_TEXT.encode("ascii"),
+}
+
+# name -> target: a second path for notes.txt.
+LINKS: dict[str, str] = {"link.txt": "notes.txt"}
+
+
+def uri(name: str) -> str:
+    return ROOT_URI + name
+
+
+def make_fixtures() -> Path:
+    """Deletes the fixture directory and creates it afresh; answers its path."""
+    if ROOT.is_symlink() or ROOT.is_file():
+        ROOT.unlink()
+    elif ROOT.exists():
+        shutil.rmtree(ROOT)
+    ROOT.mkdir(mode=0o755)
+    for name, content in FILES.items():
+        path = ROOT / name
+        path.write_bytes(content)
+        os.utime(path, ns=(FIXTURE_NS, FIXTURE_NS))
+    for name, target in LINKS.items():
+        os.symlink(target, ROOT / name)
+    return ROOT
+
+
+def lock() -> IO[bytes]:
+    """Takes the exclusive lock on the fixture directory; it is held until the answer is closed."""
+    handle = open(LOCK_PATH, "ab")
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    return handle
