@@ -12,7 +12,7 @@ build:
 
 # Ten minutes of libFuzzer over framing, JSON and dispatch (see Fuzz/README.md).
 fuzz:
-	Fuzz/run.sh 600
+	Fuzz/run.sh $(or $(FUZZ_SECONDS),600)
 
 # The short run CI does.
 fuzz-smoke:

@@ -16,16 +16,19 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
     ],
     targets: [
+        // The declaration of libFuzzer's LLVMFuzzerRunDriver, for the entry point.
+        .target(name: "CFuzzerDriver"),
         .executableTarget(
             name: "DocSessionFuzz",
             dependencies: [
+                "CFuzzerDriver",
                 .product(name: "JSON", package: "docsession"),
                 .product(name: "JSONRPC", package: "docsession"),
                 .product(name: "Server", package: "docsession"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [
-                // The entry point is LLVMFuzzerTestOneInput; libFuzzer supplies main.
+                // No top-level code: the entry points are DocSessionFuzz_main and LLVMFuzzerTestOneInput.
                 .unsafeFlags(["-parse-as-library"])
             ]
         )

@@ -251,9 +251,13 @@ public struct FrameParser: Sendable {
         return index - position >= 64 ? false : nil
     }
 
+    /// Whether only blanks, then a line end, follow; nil when undecided. At most 64 blanks are
+    /// looked at, so that a candidate followed by an endless run of blanks is given up (fuzzer
+    /// finding F3) rather than buffered and rescanned on every read.
     private func trailingBlanksThenNewline(from position: Int) -> Bool? {
         var index = position
         while index < buffer.count {
+            if index - position >= 64 { return false }
             switch buffer[index] {
             case UInt8(ascii: " "), UInt8(ascii: "\t"): index += 1
             case UInt8(ascii: "\r"), UInt8(ascii: "\n"): return true

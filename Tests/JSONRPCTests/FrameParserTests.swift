@@ -169,6 +169,15 @@ struct FrameParserTests {
         #expect(eventsForAllSlicings(stream) == [.error(.headerLineTooLong(limit: 8192)), .message(bytes("{}"))])
     }
 
+    @Test("while resynchronising, a candidate followed by endless blanks is given up, not buffered (fuzzer finding F3)")
+    func resyncBlankRun() {
+        var parser = FrameParser()
+        #expect(parser.feed(bytes("x\r\nContent-Length: 2")) == [.error(.malformedHeaderLine("x"))])
+        for _ in 0..<1000 { _ = parser.feed(bytes("        ")) }
+        #expect(parser.bufferedByteCount < 100, "the blank run is not kept")
+        #expect(parser.feed(bytes("\r\n") + framed("{}")) == [.message(bytes("{}"))])
+    }
+
     @Test("resynchronisation passes over Content-Length text inside the discarded body")
     func resyncSkipsTextInBody() {
         let stream = bytes(#"Content-Length: abc\#r\#n\#r\#n{"text":"Content-Length: 5","x":"a Content-Length: 9"}"#) + framed("{}")
