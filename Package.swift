@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "Server", targets: ["Server"]),
         .library(name: "Client", targets: ["Client"]),
         .library(name: "TextBuffer", targets: ["TextBuffer"]),
+        .library(name: "FileStore", targets: ["FileStore"]),
+        .library(name: "DocumentSession", targets: ["DocumentSession"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
@@ -71,6 +73,7 @@ let package = Package(
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
         .testTarget(name: "TextBufferTests", dependencies: ["TextBuffer", "JSON"]),
+        .testTarget(name: "DocumentSessionTests", dependencies: ["DocumentSession", "TextBuffer", "FileStore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server", "Client", "JSON"]),
     ]
 )

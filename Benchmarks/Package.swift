@@ -4,7 +4,7 @@
 // never compiles the benchmark harness. Build and run from the repository root with
 // `swift package --package-path Benchmarks --scratch-path Benchmarks/.build benchmark`, or print the
 // side-by-side ratios with `swift run -c release --package-path Benchmarks --scratch-path
-// Benchmarks/.build BufferRatios` (see README.md beside this file).
+// Benchmarks/.build BufferRatios` (and `OpenRatios`; see README.md beside this file).
 
 import PackageDescription
 
@@ -35,5 +35,15 @@ let package = Package(
         ),
         // Runs each pair side by side in one process and prints the ratios (median of rounds).
         .executableTarget(name: "BufferRatios", dependencies: ["BufferWorkloads"]),
+        // The floor of opening a file: read(2) in 1 MiB pieces and a vectorised '\n' count, in C.
+        .target(name: "OpenFloor"),
+        // Opening a generated 100 MB file through DocumentStore / the floor, side by side in one
+        // process; peak RSS of an open in child processes.
+        .executableTarget(name: "OpenRatios", dependencies: [
+            "OpenFloor",
+            .product(name: "DocumentSession", package: "docsession"),
+            .product(name: "FileStore", package: "docsession"),
+            .product(name: "TextBuffer", package: "docsession"),
+        ]),
     ]
 )

@@ -44,20 +44,20 @@ public actor DocumentStore {
         } else {
             let waiters = LoadWaiters(isCancelled)
             let isCancelled: @Sendable () -> Bool = { waiters.allCancelled }
-            let load = Task.detached { () -> Result<(TextBuffer, LoadedText), DocumentError> in
+            let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText), DocumentError> in
                 var buffer = TextBuffer()
                 do throws(LoadError) {
                     let loaded = try TextFileLoader.load(
                         path: path, encoding: encoding, progress: progress, isCancelled: isCancelled
                     ) { piece in
-                        let end = buffer.utf8Count
-                        buffer.replace(utf8Range: end..<end, with: String(decoding: piece, as: UTF8.self))
+                        // The loader hands over well-formed UTF-8 only: straight into chunks.
+                        buffer.append(utf8: piece)
                     }
                     return .success((buffer, loaded))
                 } catch {
                     return .failure(.load(error))
                 }
-            }
+            } }
             task = Task { () -> Result<String, DocumentError> in
                 let result = await load.value
                 return self.finishLoad(path: path, result)
@@ -230,6 +230,6 @@ final class LoadWaiters: Sendable {
         checks.withLock { $0.append(check) }
     }
 
-    /// Whether every waiter has cancelled.
-    var allCancelled: Bool { checks.withLock { $0.allSatisfy { $0() } } }
+    /// Whether every waiter has cancelled. The checks run outside the lock.
+    var allCancelled: Bool { checks.withLock { $0 }.allSatisfy { $0() } }
 }

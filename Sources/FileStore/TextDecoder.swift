@@ -80,7 +80,14 @@ struct TextDecoder {
     /// The length of the well-formed prefix; with `allowIncompleteTail`, a sequence cut off by the
     /// end of the buffer is left out rather than refused.
     static func validUTF8Prefix(_ bytes: UnsafeBufferPointer<UInt8>, baseOffset: Int, allowIncompleteTail: Bool) throws(Failure) -> Int {
-        var index = 0
+        // Sixteen bytes at a time up to the last few bytes or the first error, then byte by byte,
+        // which finds the exact offset and reason of an error and handles a cut-off tail.
+        try validUTF8Prefix(bytes, from: wellFormedPrefix(bytes), baseOffset: baseOffset, allowIncompleteTail: allowIncompleteTail)
+    }
+
+    /// Validates `bytes[start...]` byte by byte (`start` must be a scalar boundary); see above.
+    static func validUTF8Prefix(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, baseOffset: Int, allowIncompleteTail: Bool) throws(Failure) -> Int {
+        var index = start
         let count = bytes.count
         guard let base = bytes.baseAddress else { return 0 }
         while index < count {
@@ -124,6 +131,88 @@ struct TextDecoder {
             index += length
         }
         return index
+    }
+
+    /// A scalar boundary `end` such that `bytes[..<end]` is well-formed UTF-8, found sixteen bytes
+    /// at a time; it stops short of the last bytes and before the block holding the first error,
+    /// which the byte-by-byte validator then looks at.
+    ///
+    /// Each block is checked against the bytes one, two and three places before it (loaded
+    /// unaligned from memory, so blocks need no carried state): a byte must be a continuation
+    /// (10xxxxxx) exactly when the byte before it leads a sequence (>= 0xC0), or the byte two
+    /// before leads a three- or four-byte one (>= 0xE0), or the byte three before a four-byte one
+    /// (>= 0xF0). Besides that, C0, C1 and F5 to FF never occur, and the second byte after E0, ED,
+    /// F0 and F4 is range-checked (no overlong forms, surrogates or values above U+10FFFF).
+    /// The tests work on the high bit of each lane, which a saturating subtraction or an
+    /// addition puts there in one SSE2 instruction (SSE2 has no unsigned byte comparison).
+    static func wellFormedPrefix(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        typealias Lanes = SIMD16<UInt8>
+        let count = bytes.count
+        guard count >= 32, let base = bytes.baseAddress else { return 0 }
+        @inline(__always)
+        func load(_ offset: Int) -> Lanes { UnsafeRawPointer(base + offset).loadUnaligned(as: Lanes.self) }
+        @inline(__always)
+        func word(_ offset: Int) -> UInt64 { UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self) }
+
+        // The first block, with three bytes of nothing before it.
+        var padded = SIMD32<UInt8>()
+        withUnsafeMutableBytes(of: &padded) { $0.baseAddress!.advanced(by: 3).copyMemory(from: base, byteCount: 16) }
+        var (b, p1, p2, p3) = withUnsafeBytes(of: padded) { raw in
+            (raw.loadUnaligned(fromByteOffset: 3, as: Lanes.self), raw.loadUnaligned(fromByteOffset: 2, as: Lanes.self),
+             raw.loadUnaligned(fromByteOffset: 1, as: Lanes.self), raw.loadUnaligned(fromByteOffset: 0, as: Lanes.self))
+        }
+        var end = 0
+        let high: UInt64 = 0x8080_8080_8080_8080
+        while isWellFormed(b, p1, p2, p3) {
+            end &+= 16
+            // After an ASCII block, ASCII blocks need no other check (a quick test, skipped in
+            // text where most blocks hold a non-ASCII byte).
+            if (word(end &- 16) | word(end &- 8)) & high == 0 {
+                while end &+ 16 <= count && (word(end) | word(end &+ 8)) & high == 0 { end &+= 16 }
+            }
+            guard end &+ 16 <= count else { break }
+            (b, p1, p2, p3) = (load(end), load(end &- 1), load(end &- 2), load(end &- 3))
+        }
+        // Back up to the start of a sequence that the blocks cut off (or that holds the error).
+        var start = end
+        for lead in max(end &- 3, 0) ..< end where base[lead] >= 0xC0 && lead &+ sequenceLength(lead: base[lead]) > end {
+            start = lead
+            break
+        }
+        return start
+    }
+
+    /// Whether the sixteen bytes `b` are well-formed given the bytes one, two and three places
+    /// before each (`p1`, `p2`, `p3`); see `wellFormedPrefix`.
+    @inline(__always)
+    private static func isWellFormed(_ b: SIMD16<UInt8>, _ p1: SIMD16<UInt8>, _ p2: SIMD16<UInt8>, _ p3: SIMD16<UInt8>) -> Bool {
+        typealias Lanes = SIMD16<UInt8>
+        // Constants as vectors: the operations that take a scalar compile to a loop over lanes.
+        // `a - b`, or 0 where `b` is larger (psubusb).
+        @inline(__always)
+        func saturatingSubtract(_ a: Lanes, _ b: UInt8) -> Lanes {
+            let b = Lanes(repeating: b)
+            return a.replacing(with: b, where: a .< b) &- b
+        }
+        @inline(__always)
+        func equal(_ a: Lanes, _ b: UInt8) -> Lanes { unsafeBitCast(a .== Lanes(repeating: b), to: Lanes.self) }
+        // High bits: p1 >= C0, p2 >= E0, p3 >= F0.
+        let required = saturatingSubtract(p1, 0x40) | saturatingSubtract(p2, 0x60) | saturatingSubtract(p3, 0x70)
+        // Each byte shifted left by one, two and three (paddb: no byte-wise shift in SSE2).
+        let shift1 = b &+ b
+        let shift2 = shift1 &+ shift1
+        let shift3 = shift2 &+ shift2
+        // High bit: b is 10xxxxxx.
+        let isContinuation = b & ~shift1
+        var bad = required ^ isContinuation
+        bad |= saturatingSubtract(b, 0x75) | equal(b & Lanes(repeating: 0xFE), 0xC0)  // F5...FF; C0, C1
+        // Bit 5 of b, and bit 5 or 4, in the high bit: after E0 comes A0...BF, after ED 80...9F,
+        // after F0 90...BF, after F4 80...8F (b being a continuation, or already found wrong).
+        let bits54 = shift2 | shift3
+        bad |= (equal(p1, 0xE0) & ~shift2) | (equal(p1, 0xED) & shift2)
+        bad |= (equal(p1, 0xF0) & ~bits54) | (equal(p1, 0xF4) & bits54)
+        let words = unsafeBitCast(bad, to: SIMD2<UInt64>.self)
+        return (words[0] | words[1]) & 0x8080_8080_8080_8080 == 0
     }
 
     // MARK: UTF-16

@@ -46,14 +46,82 @@ public struct LineEndingCounter: Sendable {
 
     /// Counts the breaks in the next piece of the stream.
     public mutating func count(_ bytes: UnsafeBufferPointer<UInt8>) {
-        for byte in bytes {
-            if byte == 0x0A {
-                if pendingCR { crlf += 1; pendingCR = false } else { lf += 1 }
-            } else {
-                if pendingCR { cr += 1 }
-                pendingCR = byte == 0x0D
-            }
+        guard let last = bytes.last else { return }
+        let (feeds, returns, pairs) = Self.tally(bytes)
+        // A `\r` that ended the last piece pairs with a `\n` that starts this one.
+        let joined = pendingCR && bytes[0] == 0x0A
+        if pendingCR && !joined { cr += 1 }
+        crlf += pairs + (joined ? 1 : 0)
+        lf += feeds - pairs - (joined ? 1 : 0)
+        pendingCR = last == 0x0D
+        // A `\r` that ends the piece waits for the next one.
+        cr += returns - pairs - (pendingCR ? 1 : 0)
+    }
+
+    /// The number of `\n` bytes, of `\r` bytes and of `\r\n` pairs in `bytes`, sixteen bytes at a
+    /// time (counted per lane, the lanes added up before any can wrap). A first pass counts the
+    /// `\n` bytes and notices any `\r`; only then does a second count the `\r` bytes and pairs.
+    static func tally(_ bytes: UnsafeBufferPointer<UInt8>) -> (feeds: Int, returns: Int, pairs: Int) {
+        typealias Lanes = SIMD16<UInt8>
+        let count = bytes.count
+        guard let base = bytes.baseAddress else { return (0, 0, 0) }
+        let feed = Lanes(repeating: 0x0A), carriage = Lanes(repeating: 0x0D)
+        @inline(__always) func load(_ offset: Int) -> Lanes { UnsafeRawPointer(base + offset).loadUnaligned(as: Lanes.self) }
+        @inline(__always) func lanes(_ mask: SIMDMask<SIMD16<Int8>>) -> Lanes { unsafeBitCast(mask, to: Lanes.self) }
+        // The lanes added as two words (the generic widening and `wrappedSum()` compile to calls).
+        @inline(__always) func sum(_ lanes: Lanes) -> Int {
+            let words = unsafeBitCast(lanes, to: SIMD2<UInt64>.self)
+            let evenBytes: UInt64 = 0x00FF_00FF_00FF_00FF
+            let pairs = (words[0] & evenBytes) &+ ((words[0] &>> 8) & evenBytes)
+                &+ (words[1] & evenBytes) &+ ((words[1] &>> 8) & evenBytes)
+            return Int(truncatingIfNeeded: (pairs &* 0x0001_0001_0001_0001) &>> 48)
         }
+        @inline(__always) func isZero(_ lanes: Lanes) -> Bool {
+            let words = unsafeBitCast(lanes, to: SIMD2<UInt64>.self)
+            return words[0] | words[1] == 0
+        }
+
+        var feeds = 0
+        var anyReturn = Lanes()
+        var index = 0
+        while index &+ 16 <= count {
+            var feedLanes = Lanes()
+            let end = min(count &- 15, index &+ 255 &* 16)
+            while index < end {
+                let block = load(index)
+                feedLanes &-= lanes(block .== feed)
+                anyReturn |= lanes(block .== carriage)
+                index &+= 16
+            }
+            feeds &+= sum(feedLanes)
+        }
+        var hasReturn = !isZero(anyReturn)
+        for offset in index..<count {
+            if base[offset] == 0x0A { feeds &+= 1 }
+            if base[offset] == 0x0D { hasReturn = true }
+        }
+        guard hasReturn else { return (feeds, 0, 0) }
+
+        var returns = 0, pairs = 0
+        index = 0
+        // Blocks whose next byte exists, so that a pair's `\n` can be looked at.
+        while index &+ 17 <= count {
+            var returnLanes = Lanes(), pairLanes = Lanes()
+            let end = min(count &- 16, index &+ 255 &* 16)
+            while index < end {
+                let isReturn = lanes(load(index) .== carriage)
+                returnLanes &-= isReturn
+                pairLanes &-= isReturn & lanes(load(index &+ 1) .== feed)
+                index &+= 16
+            }
+            returns &+= sum(returnLanes)
+            pairs &+= sum(pairLanes)
+        }
+        for offset in index..<count where base[offset] == 0x0D {
+            returns &+= 1
+            if offset &+ 1 < count && base[offset &+ 1] == 0x0A { pairs &+= 1 }
+        }
+        return (feeds, returns, pairs)
     }
 
     /// The style, once the whole stream has been counted.

@@ -138,17 +138,6 @@ struct Chunk: RopeElement, Sendable {
 
     /// Cuts `bytes` into chunks of about `fillBytes`, never inside a UTF-8 sequence or a CRLF.
     static func chunks(of bytes: UnsafeBufferPointer<UInt8>) -> [Chunk] {
-        var chunks: [Chunk] = []
-        chunks.reserveCapacity(bytes.count / fillBytes + 1)
-        var start = 0
-        while start < bytes.count {
-            var end = bytes.count
-            if end - start > maxBytes {
-                end = UTF8Scanning.cutPoint(near: start + fillBytes, in: bytes, start..<bytes.count)
-            }
-            chunks.append(Chunk(Array(UnsafeBufferPointer(rebasing: bytes[start..<end]))))
-            start = end
-        }
-        return chunks
+        chunks(of: bytes, after: [])
     }
 }

@@ -25,10 +25,8 @@ struct TextSummary: RopeSummary, Sendable, CustomStringConvertible {
 
     /// The summary of `bytes`, taken as a chunk of its own.
     init(of bytes: UnsafeBufferPointer<UInt8>) {
-        let counts = UTF8Scanning.unitCounts(bytes, 0..<bytes.count)
-        self.init(
-            utf8: bytes.count, utf16: counts.utf16, scalars: counts.scalars,
-            lineBreaks: UTF8Scanning.lineBreaks(bytes, 0..<bytes.count))
+        let counts = UTF8Scanning.summaryCounts(bytes)
+        self.init(utf8: bytes.count, utf16: counts.utf16, scalars: counts.scalars, lineBreaks: counts.lineBreaks)
     }
 
     /// Nodes of up to 15 children, as in swift-collections' own `BigString`.

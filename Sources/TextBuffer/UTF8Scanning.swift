@@ -87,10 +87,24 @@ enum UTF8Scanning {
         unsafeBitCast(left .== right, to: SIMD16<UInt8>.self)
     }
 
-    /// The sum of the lanes of `lanes`.
+    /// The sum of the lanes of `lanes`, added as two words (the generic widening and
+    /// `wrappedSum()` compile to calls that cost more than a chunk's worth of counting).
     @inline(__always)
     static func laneSum(_ lanes: SIMD16<UInt8>) -> Int {
-        Int(SIMD16<UInt16>(truncatingIfNeeded: lanes).wrappedSum())
+        let words = unsafeBitCast(lanes, to: SIMD2<UInt64>.self)
+        let evenBytes: UInt64 = 0x00FF_00FF_00FF_00FF
+        // Pairs of bytes into 16-bit sums (at most 510 each, 1020 over both words), then the four
+        // 16-bit sums of the two words into the top 16 bits with a multiplication.
+        let pairs = (words[0] & evenBytes) &+ ((words[0] &>> 8) & evenBytes)
+            &+ (words[1] & evenBytes) &+ ((words[1] &>> 8) & evenBytes)
+        return Int(truncatingIfNeeded: (pairs &* 0x0001_0001_0001_0001) &>> 48)
+    }
+
+    /// Whether every lane of `lanes` is zero.
+    @inline(__always)
+    static func isZero(_ lanes: SIMD16<UInt8>) -> Bool {
+        let words = unsafeBitCast(lanes, to: SIMD2<UInt64>.self)
+        return words[0] | words[1] == 0
     }
 
     /// The number of UTF-16 code units and of Unicode scalars in `bytes[range]`.
@@ -129,6 +143,83 @@ enum UTF8Scanning {
         return (scalars &+ astral, scalars)
     }
 
+    /// The UTF-16 code units, Unicode scalars and line breaks of all of `bytes` (taken as a chunk
+    /// of its own): what `unitCounts` and `lineBreaks` answer, in one pass over the bytes.
+    static func summaryCounts(_ bytes: UnsafeBufferPointer<UInt8>) -> (utf16: Int, scalars: Int, lineBreaks: Int) {
+        let count = bytes.count
+        var continuations = 0
+        var astral = 0
+        var feeds = 0
+        var returns = SIMD16<UInt8>()
+        var index = 0
+        // As Int8, a continuation byte (0x80...0xBF) is exactly one below -64: one comparison.
+        let belowLeads = SIMD16<Int8>(repeating: -64)
+        let fourByteLead = SIMD16<UInt8>(repeating: 0xF0)
+        let feed = SIMD16<UInt8>(repeating: lineFeed)
+        let carriage = SIMD16<UInt8>(repeating: carriageReturn)
+        while index &+ 16 <= count {
+            var continuationLanes = SIMD16<UInt8>()
+            var astralLanes = SIMD16<UInt8>()
+            var feedLanes = SIMD16<UInt8>()
+            let end = min(count &- 15, index &+ 255 &* 16)
+            while index < end {
+                let bytes = vector(bytes, index)
+                continuationLanes &-= unsafeBitCast(unsafeBitCast(bytes, to: SIMD16<Int8>.self) .< belowLeads, to: SIMD16<UInt8>.self)
+                astralLanes &-= equalLanes(bytes & fourByteLead, fourByteLead)
+                feedLanes &-= equalLanes(bytes, feed)
+                returns |= equalLanes(bytes, carriage)
+                index &+= 16
+            }
+            continuations &+= laneSum(continuationLanes)
+            astral &+= laneSum(astralLanes)
+            feeds &+= laneSum(feedLanes)
+        }
+        var hasReturn = !isZero(returns)
+        while index < count {
+            let byte = bytes[index]
+            continuations &+= isContinuation(byte) ? 1 : 0
+            astral &+= byte >= 0xF0 ? 1 : 0
+            feeds &+= byte == lineFeed ? 1 : 0
+            hasReturn = hasReturn || byte == carriageReturn
+            index &+= 1
+        }
+        let scalars = count &- continuations
+        return (scalars &+ astral, scalars, hasReturn ? feeds &+ loneCarriageReturns(bytes) : feeds)
+    }
+
+    /// The number of `\r` bytes in `bytes` not followed by a `\n` (a `\r` at the end counts),
+    /// sixteen bytes at a time.
+    static func loneCarriageReturns(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        let count = bytes.count
+        var returns = 0
+        var pairs = 0
+        var index = 0
+        let feed = SIMD16<UInt8>(repeating: lineFeed)
+        let carriage = SIMD16<UInt8>(repeating: carriageReturn)
+        // Blocks whose next byte exists, so that the `\n` of a pair can be looked at.
+        while index &+ 17 <= count {
+            var returnLanes = SIMD16<UInt8>()
+            var pairLanes = SIMD16<UInt8>()
+            let end = min(count &- 16, index &+ 255 &* 16)
+            while index < end {
+                let isReturn = equalLanes(vector(bytes, index), carriage)
+                returnLanes &-= isReturn
+                pairLanes &-= isReturn & equalLanes(vector(bytes, index &+ 1), feed)
+                index &+= 16
+            }
+            returns &+= laneSum(returnLanes)
+            pairs &+= laneSum(pairLanes)
+        }
+        while index < count {
+            if bytes[index] == carriageReturn {
+                returns &+= 1
+                if index &+ 1 < count && bytes[index &+ 1] == lineFeed { pairs &+= 1 }
+            }
+            index &+= 1
+        }
+        return returns &- pairs
+    }
+
     /// The number of `\n` bytes in `bytes[range]`, and whether it holds a `\r`.
     static func lineFeedCount(
         _ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>
@@ -150,7 +241,7 @@ enum UTF8Scanning {
             }
             feeds &+= laneSum(lanes)
         }
-        var hasReturn = range.count >= 16 && returns != SIMD16<UInt8>()
+        var hasReturn = range.count >= 16 && !isZero(returns)
         while index < range.upperBound {
             let byte = bytes[index]
             feeds &+= byte == lineFeed ? 1 : 0

@@ -1,0 +1,349 @@
+// Opening a large file into a document (shared/design/performance.md, figure 6), measured against
+// its floor side by side in one process:
+//
+//   time:     DocumentStore().open(path:encoding:) (TextFileLoader.load and building the TextBuffer,
+//             exactly what document/open does) / a C read(2) of the file in 1 MiB pieces plus a
+//             vectorised count of its '\n' bytes. Goal: at most 2.
+//   peak RSS: VmHWM at the end of an open minus VmHWM before it, in a child process of its own (this
+//             executable run again with `--child open`), / the file's size. Goal: at most 1.3.
+//   The children's times are printed too: the first open in a fresh process, against the floor in
+//   another, pays for every new page, where the rounds in one process reuse what the allocator kept.
+//
+// For context it also times a C reference (OpenFloor's `open_reference_read`): the work an open
+// cannot skip (the read, UTF-8 validation, the copy into chunk-sized blocks) and nothing else.
+//
+// The file is generated in a temporary directory: about 100 MB of lines of 0 to 160 characters made
+// of words of which about one in three is not ASCII (two-, three- and four-byte UTF-8), the word
+// list of BufferWorkloads' generated document, from a fixed seed.
+//
+//     swift run -c release --package-path Benchmarks --scratch-path Benchmarks/.build OpenRatios [rounds]
+//         [--mb N]        size of the generated file in MB (default 100)
+//         [--crlf]        end the generated lines with CRLF instead of LF
+//         [--file PATH]   use an existing file instead of generating one
+//         [--generate PATH]  write the generated file to PATH and stop
+//         [--phases [--piece BYTES]]  time each stage of the open alone (needs --file; --piece
+//                         sets the loader's piece size in the loader-only stages)
+//         [--only open|floor|build]  run one side alone, `rounds` times, for a profiler (needs
+//                         --file; `build` is the open's work on the calling thread, for callgrind)
+//         [--child open|floor PATH]  one open (or floor) in this process; prints VmHWM before and
+//                         after, VmRSS after, the bytes read and the nanoseconds taken
+
+import DocumentSession
+import FileStore
+import Foundation
+import OpenFloor
+import TextBuffer
+
+// MARK: - Arguments
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+@MainActor func option(_ name: String) -> String? {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    let value = arguments[index + 1]
+    arguments.removeSubrange(index...index + 1)
+    return value
+}
+@MainActor func flag(_ name: String) -> Bool {
+    guard let index = arguments.firstIndex(of: name) else { return false }
+    arguments.remove(at: index)
+    return true
+}
+
+let pieceSize = 1 << 20
+
+// MARK: - Measuring
+
+/// Seconds taken by `body`.
+func time(_ body: () async throws -> Void) async rethrows -> Double {
+    let start = ContinuousClock.now
+    try await body()
+    let elapsed = ContinuousClock.now - start
+    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// A field of /proc/self/status in bytes (`VmHWM`, `VmRSS`), read with plain syscalls so that the
+/// reading itself allocates next to nothing.
+func statusBytes(_ field: String) -> Int {
+    let fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+    precondition(fd >= 0, "cannot read /proc/self/status")
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 8192)
+    var count = 0
+    while true {
+        let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+        if got <= 0 { break }
+        count += got
+    }
+    let text = String(decoding: buffer[..<count], as: UTF8.self)
+    for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+        let kilobytes = line.dropFirst(field.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) } ?? 0
+        return kilobytes * 1024
+    }
+    preconditionFailure("no \(field) in /proc/self/status")
+}
+
+/// The floor: read(2) in 1 MiB pieces and count the '\n' bytes, in C.
+func floorRead(_ path: String) -> (lines: Int, bytes: Int) {
+    var bytes: Int64 = 0
+    let lines = open_floor_read_count(path, pieceSize, &bytes)
+    precondition(lines >= 0, "floor: cannot read \(path): errno \(errno)")
+    return (Int(lines), Int(bytes))
+}
+
+/// The C reference: the read, the validation and the copy into chunk-sized blocks, on the calling
+/// thread. Returns the seconds the reading took; frees the blocks afterwards, untimed.
+func referenceRead(_ path: String) -> Double {
+    var bytes: Int64 = 0, lines: Int64 = 0
+    var valid: Int32 = 0
+    let start = ContinuousClock.now
+    let blocks = open_reference_read(path, pieceSize, &bytes, &lines, &valid)
+    let elapsed = ContinuousClock.now - start
+    precondition(blocks != nil && valid == 1, "reference: cannot read \(path)")
+    open_reference_free(blocks)
+    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+}
+
+/// Our open: what document/open does, through the real DocumentStore.
+func openDocument(_ path: String, store: DocumentStore = DocumentStore()) async -> Document {
+    do {
+        return try await store.open(path: path, encoding: nil)
+    } catch {
+        fatalError("open \(path): \(error)")
+    }
+}
+
+// MARK: - The generated file
+
+/// Writes about `target` bytes of text to `path`: lines of mixed lengths (0 to 160 characters),
+/// some with non-ASCII text (two-, three- and four-byte UTF-8), deterministic.
+func generateFile(at path: String, bytes target: Int, crlf: Bool) {
+    var state: UInt64 = 0x2545_F491_4F6C_DD1D
+    func next() -> UInt64 {
+        state ^= state << 13; state ^= state >> 7; state ^= state << 17
+        return state
+    }
+    let words: [[UInt8]] = ["buffer", "rope", "chunk", "line", "the", "of", "a", "edit", "undo", "save",
+                            "naïve", "café", "Grüße", "日本語", "emoji 😀", "x"].map { Array($0.utf8) }
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    precondition(fd >= 0, "cannot create \(path)")
+    defer { close(fd) }
+    var piece: [UInt8] = []
+    piece.reserveCapacity(pieceSize + 512)
+    var written = 0
+    func flush() {
+        piece.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let wrote = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                precondition(wrote > 0, "write failed")
+                offset += wrote
+            }
+        }
+        written += piece.count
+        piece.removeAll(keepingCapacity: true)
+    }
+    while written + piece.count < target {
+        let length = Int(next() % 161)
+        var lineLength = 0
+        while lineLength < length {
+            let word = words[Int(next() % UInt64(words.count))]
+            piece.append(contentsOf: word)
+            piece.append(0x20)
+            lineLength += word.count + 1
+        }
+        if crlf { piece.append(0x0D) }
+        piece.append(0x0A)
+        if piece.count >= pieceSize { flush() }
+    }
+    flush()
+}
+
+// MARK: - A child: one open, peak RSS
+
+if let side = option("--child") {
+    guard let path = arguments.first else { fatalError("--child needs a path") }
+    let before = statusBytes("VmHWM")
+    var size = 0
+    let store = DocumentStore()
+    let elapsed = await time {
+        if side == "floor" {
+            size = floorRead(path).bytes
+        } else {
+            size = await openDocument(path, store: store).buffer.utf8Count
+        }
+    }
+    let after = statusBytes("VmHWM")
+    let resident = statusBytes("VmRSS")
+    print(before, after, resident, size, Int(elapsed * 1e9))
+    withExtendedLifetime(store) {}
+    exit(0)
+}
+
+// MARK: - The parent
+
+let megabytes = Int(option("--mb") ?? "100") ?? 100
+let crlf = flag("--crlf")
+let given = option("--file")
+let only = option("--only")
+let rounds = arguments.first.flatMap { Int($0) } ?? 7
+
+if let target = option("--generate") {
+    // Writes the generated file to `target` and stops (for profiling with --file).
+    generateFile(at: target, bytes: megabytes * 1_000_000, crlf: crlf)
+    exit(0)
+}
+
+if flag("--phases") {
+    // Where the time goes: each stage of the open on its own, medians of `rounds` runs.
+    guard let path = given else { fatalError("--phases needs --file PATH") }
+    let loaderPiece = Int(option("--piece") ?? "") ?? (1 << 20)
+    let phaseRounds = arguments.first.flatMap { Int($0) } ?? 7
+    func load(_ consume: (UnsafeBufferPointer<UInt8>) -> Void) {
+        do { _ = try TextFileLoader.load(path: path, pieceSize: loaderPiece, consume: consume) } catch { fatalError("\(error)") }
+    }
+    var phases: [(String, [Double])] = [("floor: read + count", []), ("TextFileLoader.load, pieces dropped", []),
+                                         ("load + TextBuffer.append(utf8:)", []), ("DocumentStore.open", [])]
+    for _ in 0..<phaseRounds {
+        phases[0].1.append(await time { _ = floorRead(path) })
+        phases[1].1.append(await time { load { _ in } })
+        var buffer = TextBuffer()
+        phases[2].1.append(await time { load { buffer.append(utf8: $0) } })
+        buffer = TextBuffer()
+        var document: Document? = nil
+        phases[3].1.append(await time { document = await openDocument(path) })
+        document = nil
+        _ = document
+    }
+    for (name, times) in phases {
+        print(name.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: "%7.1f ms", median(times) * 1000))
+    }
+    exit(0)
+}
+
+if let only {
+    // Profiling: one side alone, `rounds` times, on an existing file.
+    guard let path = given else { fatalError("--only needs --file PATH") }
+    for _ in 0..<rounds {
+        switch only {
+        case "floor":
+            _ = floorRead(path)
+        case "build":
+            // The open's work on this thread, without the actor (for callgrind).
+            var buffer = TextBuffer()
+            do { _ = try TextFileLoader.load(path: path) { buffer.append(utf8: $0) } } catch { fatalError("\(error)") }
+        default:
+            _ = await openDocument(path)
+        }
+    }
+    exit(0)
+}
+
+var directory: String? = nil
+let path: String
+if let given {
+    path = given
+} else {
+    var template = Array((NSTemporaryDirectory() + "/OpenRatios.XXXXXX").utf8CString)
+    guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+        fatalError("mkdtemp failed")
+    }
+    directory = String(cString: made)
+    path = directory! + "/generated.txt"
+    generateFile(at: path, bytes: megabytes * 1_000_000, crlf: crlf)
+}
+defer {
+    if let directory {
+        unlink(path)
+        rmdir(directory)
+    }
+}
+
+// Check once that the document holds the file, byte for byte.
+let (floorLines, fileSize) = floorRead(path)
+do {
+    let document = await openDocument(path)
+    let contents = try Data(contentsOf: URL(fileURLWithPath: path))
+    precondition(document.buffer.utf8Count == fileSize, "size differs")
+    precondition(document.buffer.utf8Bytes().elementsEqual(contents), "text differs from the file")
+    let expectedBreaks = floorLines  // the generated text has no lone '\r'
+    precondition(given != nil || document.buffer.lineBreakCount == expectedBreaks, "line count differs")
+    print(String(format: "file: %.1f MB, %d lines%@, %@; %d rounds", Double(fileSize) / 1e6, floorLines,
+                 crlf ? " (CRLF)" : "", String(describing: document.lineEnding), rounds))
+}
+
+// Time: alternating, after one warm-up of each.
+_ = floorRead(path)
+_ = await openDocument(path)
+_ = referenceRead(path)
+var ratios: [Double] = []
+var opens: [Double] = []
+var floors: [Double] = []
+var references: [Double] = []
+var referenceRatios: [Double] = []
+for _ in 0..<rounds {
+    let floorTime = await time { _ = floorRead(path) }
+    var document: Document? = nil
+    let openTime = await time { document = await openDocument(path) }
+    document = nil  // freeing the chunks is not part of opening
+    _ = document
+    let referenceTime = referenceRead(path)
+    floors.append(floorTime)
+    opens.append(openTime)
+    ratios.append(openTime / floorTime)
+    references.append(referenceTime)
+    referenceRatios.append(referenceTime / floorTime)
+}
+func list(_ values: [Double], _ format: String) -> String {
+    values.map { String(format: format, $0) }.joined(separator: " ")
+}
+print(String(format: "open time / read + count '\\n'   median %.2f  (goal <= 2)  spread %.2f-%.2f  times %.1f ms / %.1f ms (%.2f GB/s / %.2f GB/s)",
+             median(ratios), ratios.min()!, ratios.max()!, median(opens) * 1000, median(floors) * 1000,
+             Double(fileSize) / median(opens) / 1e9, Double(fileSize) / median(floors) / 1e9))
+print("    rounds [\(list(ratios, "%.2f"))]")
+print(String(format: "C reference / floor              median %.2f  spread %.2f-%.2f  times %.1f ms (read + count + UTF-8 validation + copy into 896-byte mallocs, main thread)",
+             median(referenceRatios), referenceRatios.min()!, referenceRatios.max()!, median(references) * 1000))
+
+// Peak RSS: each side in a child process of its own, three times. (The time of that first open in
+// a fresh process is printed too: it pays for every page of the new chunks, where the rounds above
+// may reuse memory the allocator kept from the round before.)
+@MainActor func child(_ side: String) -> (peak: Int, resident: Int, seconds: Double) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    process.arguments = ["--child", side, path]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    do { try process.run() } catch { fatalError("cannot run a child: \(error)") }
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    precondition(process.terminationStatus == 0, "child \(side) failed")
+    let fields = String(decoding: output, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
+    precondition(fields.count == 5 && fields[3] == fileSize, "child \(side) answered \(fields)")
+    return (fields[1] - fields[0], fields[2], Double(fields[4]) * 1e-9)
+}
+var peaks: [Double] = []
+var residents: [Double] = []
+var floorPeaks: [Double] = []
+var freshRatios: [Double] = []
+var freshOpens: [Double] = []
+var freshFloors: [Double] = []
+for _ in 0..<3 {
+    let floor = child("floor")
+    let open = child("open")
+    peaks.append(Double(open.peak) / Double(fileSize))
+    residents.append(Double(open.resident))
+    floorPeaks.append(Double(floor.peak))
+    freshOpens.append(open.seconds)
+    freshFloors.append(floor.seconds)
+    freshRatios.append(open.seconds / floor.seconds)
+}
+print(String(format: "open peak RSS / file size        median %.3f  (goal <= 1.3)  spread %.3f-%.3f  (peak growth %.1f MB; resident after the open %.1f MB; floor's peak growth %.1f MB)",
+             median(peaks), peaks.min()!, peaks.max()!, median(peaks) * Double(fileSize) / 1e6,
+             median(residents) / 1e6, median(floorPeaks) / 1e6))
+print("    rounds [\(list(peaks, "%.3f"))]")
+print(String(format: "first open in a fresh process / floor in one: median %.2f  spread %.2f-%.2f  times %.1f ms / %.1f ms",
+             median(freshRatios), freshRatios.min()!, freshRatios.max()!, median(freshOpens) * 1000, median(freshFloors) * 1000))
