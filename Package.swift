@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "Server", targets: ["Server"]),
         .library(name: "Client", targets: ["Client"]),
         .library(name: "TextBuffer", targets: ["TextBuffer"]),
+        .library(name: "EditingTraces", targets: ["EditingTraces"]),
         .library(name: "FileStore", targets: ["FileStore"]),
         .library(name: "DocumentSession", targets: ["DocumentSession"]),
     ],
@@ -68,12 +69,15 @@ let package = Package(
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
         ),
 
+        // Test and benchmark support: the editing traces of ../shared/data, loaded once for all.
+        .target(name: "EditingTraces", dependencies: ["JSON"]),
+
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "FileStoreTests", dependencies: ["FileStore"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
-        .testTarget(name: "TextBufferTests", dependencies: ["TextBuffer", "JSON"]),
+        .testTarget(name: "TextBufferTests", dependencies: ["TextBuffer", "JSON", "EditingTraces"]),
         .testTarget(name: "DocumentSessionTests", dependencies: ["DocumentSession", "TextBuffer", "FileStore"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server", "Client", "JSON"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server", "Client", "JSON", "EditingTraces"]),
     ]
 )

@@ -21,7 +21,7 @@ let package = Package(
         // the flat baseline, the large generated document, undo and redo.
         .target(name: "BufferWorkloads", dependencies: [
             .product(name: "TextBuffer", package: "docsession"),
-            .product(name: "JSON", package: "docsession"),
+            .product(name: "EditingTraces", package: "docsession"),
         ]),
         // ordo-one/benchmark's harness: absolute times, percentiles, allocations.
         .executableTarget(

@@ -138,9 +138,3 @@ struct SampleDirectory {
         try? FileManager.default.removeItem(atPath: path)
     }
 }
-
-extension String {
-    fileprivate func replacingOccurrences(of target: String, with replacement: String) -> String {
-        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
-    }
-}

@@ -100,16 +100,16 @@ public actor DocumentStore {
     /// Creates a new file at `path` holding `text` (UTF-8, no byte order mark) and opens it. A file
     /// already at the path is never overwritten: `.alreadyExists`.
     public func create(path: String, text: String) throws(DocumentError) -> Document {
+        let bytes = Array(text.utf8)
         let identity: FileIdentity
         do throws(FileSystemError) {
-            identity = try FileCreation.createNew(path: path, bytes: Array(text.utf8))
+            identity = try FileCreation.createNew(path: path, bytes: bytes)
         } catch {
             if error.code == "EEXIST" { throw .alreadyExists(path: path) }
             throw .fileSystem(error)
         }
         var lines = LineEndingCounter()
-        var bytes = Array(text.utf8)
-        bytes.withUnsafeMutableBufferPointer { lines.count(UnsafeBufferPointer($0)) }
+        bytes.withUnsafeBufferPointer { lines.count($0) }
         let document = Document(
             handle: makeHandle(), path: path, buffer: TextBuffer(text), history: UndoHistory(),
             encoding: .utf8, hasByteOrderMark: false, lineEnding: lines.style, identity: identity)

@@ -1,3 +1,4 @@
+import EditingTraces
 import Foundation
 import JSON
 import Testing
@@ -9,53 +10,9 @@ extension DocumentTests {
     /// everything, the client applying the answered edits to its own copy.
     @Suite("Editing traces over stdio")
     struct Traces {
-        struct Trace {
-            struct Patch {
-                var position: Int
-                var deleteCount: Int
-                var text: String
-            }
-            var startContent: String
-            var endContent: String
-            var transactions: [[Patch]]
-        }
+        static func isPresent(_ name: String) -> Bool { EditingTrace.isPresent(name) }
 
-        static var directory: URL {
-            URL(fileURLWithPath: #filePath)
-                .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("shared/data/editing-traces")
-        }
-
-        static func isPresent(_ name: String) -> Bool {
-            FileManager.default.fileExists(atPath: directory.appendingPathComponent(name + ".json.gz").path)
-        }
-
-        /// Loads a trace through /bin/gzip and the project's JSON parser.
-        static func load(_ name: String) throws -> Trace {
-            let path = directory.appendingPathComponent(name + ".json.gz").path
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/gzip")
-            process.arguments = ["-dc", path]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw E2EError("gzip -dc \(path) failed") }
-            let json = try JSONParser().parse([UInt8](data))
-            guard let start = json["startContent"]?.stringValue, let end = json["endContent"]?.stringValue,
-                let transactions = json["txns"]?.arrayValue
-            else { throw E2EError("\(name): not a trace") }
-            return Trace(
-                startContent: start, endContent: end,
-                transactions: try transactions.map { transaction in
-                    try (transaction["patches"]?.arrayValue ?? []).map { patch in
-                        guard let position = patch[0]?.integerValue, let deleteCount = patch[1]?.integerValue, let text = patch[2]?.stringValue
-                        else { throw E2EError("\(name): malformed patch \(patch.jsonText)") }
-                        return Trace.Patch(position: Int(position), deleteCount: Int(deleteCount), text: text)
-                    }
-                })
-        }
+        static func load(_ name: String) throws -> EditingTrace { try EditingTrace.load(name) }
 
         /// Sends `requests` pipelined, a window at a time, and hands each response to `check` in order.
         static func pipeline(
@@ -85,7 +42,7 @@ extension DocumentTests {
 
         /// Replays `transactions` of `trace` in `encoding`, then undoes and redoes everything, checking
         /// the server's text and the client's copy at every step that can be checked.
-        static func replay(_ trace: Trace, transactions: Int, encoding: String, name: String) throws {
+        static func replay(_ trace: EditingTrace, transactions: Int, encoding: String, name: String) throws {
             let directory = try TestDirectory()
             let path = try directory.write(name, trace.startContent)
             let session = try Session.documents(encoding: encoding)

@@ -1,4 +1,5 @@
 import Testing
+import EditingTraces
 @testable import TextBuffer
 
 /// Replays the real editing traces in shared/data/editing-traces through the same calls a session

@@ -1,3 +1,4 @@
+@_exported import EditingTraces
 import TextBuffer
 
 /// The buffer workloads of shared/design/performance.md, each a function that does the work and
