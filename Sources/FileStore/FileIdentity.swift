@@ -2,9 +2,9 @@
     import Glibc
 #endif
 
-/// What identifies one state of a file on disk: the inode it lives in, its size, and its
-/// modification and status-change times to the nanosecond. (A content hash joins these with safe
-/// saving, to catch a same-size write with the times restored.)
+/// What identifies one state of a file on disk: the inode it lives in, its size, its modification
+/// and status-change times to the nanosecond, and (once known) a hash of its bytes, which catches a
+/// same-size write with the times restored and tells a rewrite of the same bytes from a change.
 public struct FileIdentity: Sendable, Hashable {
     public var device: UInt64
     public var inode: UInt64
@@ -13,6 +13,8 @@ public struct FileIdentity: Sendable, Hashable {
     public var modificationTime: Int64
     /// Status-change time, nanoseconds since the epoch.
     public var changeTime: Int64
+    /// XXH64 of the file's bytes (``ContentHasher``), when known.
+    public var contentHash: UInt64?
 
     /// The identity recorded in a `stat` result.
     public init(_ status: stat) {
@@ -21,6 +23,13 @@ public struct FileIdentity: Sendable, Hashable {
         size = Int64(status.st_size)
         modificationTime = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
         changeTime = Int64(status.st_ctim.tv_sec) * 1_000_000_000 + Int64(status.st_ctim.tv_nsec)
+    }
+
+    /// Whether `other` describes the same file in the same state by its status alone (device,
+    /// inode, size and both times; the content hash is not compared).
+    public func sameState(as other: FileIdentity) -> Bool {
+        device == other.device && inode == other.inode && size == other.size
+            && modificationTime == other.modificationTime && changeTime == other.changeTime
     }
 
     /// The modification time in milliseconds since the epoch, as the protocol reports dates.

@@ -21,13 +21,13 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
     public var suggestions: [String]
 
     /// The error for `errno` from `syscall` on `path`.
-    public init(errno number: Int32, syscall: String, path: String) {
+    public init(errno number: Int32, syscall: String, path: String, reason extra: String? = nil) {
         self.errno = number
         self.syscall = syscall
         self.path = path
         code = Self.names[number] ?? "E\(number)"
         let reason = String(cString: strerror(number))
-        message = "\(syscall) failed for \(path): \(reason) (\(code))"
+        message = "\(syscall) failed for \(path): \(reason) (\(code))" + (extra.map { ": \($0)" } ?? "")
         (recoverable, suggestions) = Self.advice(number)
     }
 

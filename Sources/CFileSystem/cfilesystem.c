@@ -1,0 +1,24 @@
+#define _GNU_SOURCE
+#include "cfilesystem.h"
+
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+int cfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
+    // Through syscall(2): glibc's wrapper exists only from 2.28, the system call from Linux 3.15.
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+ssize_t cfs_llistxattr(const char *path, char *list, size_t size) { return llistxattr(path, list, size); }
+ssize_t cfs_lgetxattr(const char *path, const char *name, void *value, size_t size) {
+    return lgetxattr(path, name, value, size);
+}
+int cfs_fsetxattr(int fd, const char *name, const void *value, size_t size) {
+    return fsetxattr(fd, name, value, size, 0);
+}
+ssize_t cfs_flistxattr(int fd, char *list, size_t size) { return flistxattr(fd, list, size); }
+ssize_t cfs_fgetxattr(int fd, const char *name, void *value, size_t size) {
+    return fgetxattr(fd, name, value, size);
+}

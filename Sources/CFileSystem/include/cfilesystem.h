@@ -1,0 +1,20 @@
+// The Linux file calls that Swift's Glibc module does not declare (they need _GNU_SOURCE or
+// <sys/xattr.h>), wrapped for FileStore, the only module that makes file syscalls.
+#ifndef CFILESYSTEM_H
+#define CFILESYSTEM_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/// renameat2(2); `flags` 1 is RENAME_NOREPLACE. Sets errno (ENOSYS or EINVAL where unsupported).
+int cfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+
+/// The extended-attribute calls of <sys/xattr.h>, on paths without following a final symlink.
+ssize_t cfs_llistxattr(const char *path, char *list, size_t size);
+ssize_t cfs_lgetxattr(const char *path, const char *name, void *value, size_t size);
+/// On an open file.
+int cfs_fsetxattr(int fd, const char *name, const void *value, size_t size);
+ssize_t cfs_flistxattr(int fd, char *list, size_t size);
+ssize_t cfs_fgetxattr(int fd, const char *name, void *value, size_t size);
+
+#endif

@@ -1,0 +1,558 @@
+import CFileSystem
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Why a save did not happen. In every case the file on disk is as it was (or, for an in-place
+/// write that failed and could not be rolled back, the error names the backup that holds it).
+public enum SaveError: Error, Sendable, Equatable {
+    /// A system call failed.
+    case fileSystem(FileSystemError)
+    /// The file changed on disk since it was read or last saved (`found` is nil when it is gone);
+    /// saving would overwrite someone else's change. Save with `force` to overwrite it anyway.
+    case changedOnDisk(path: String, expected: FileIdentity, found: FileIdentity?)
+    /// The path names a directory or a special file.
+    case notRegularFile(path: String, kind: String)
+    /// A create-only save (save-as to a new file) found a file at the path.
+    case alreadyExists(path: String)
+    /// The text holds a character the file's encoding cannot represent.
+    case unencodable(offset: Int, scalar: UInt32, encoding: TextEncoding)
+    /// The caller cancelled before the file was replaced.
+    case cancelled
+}
+
+/// Where a save's bytes go: the content producer calls ``write(_:)`` with the file's bytes in order.
+/// It buffers them into large writes, hashes them, reports progress and checks for cancellation.
+public final class SaveSink {
+    let fd: Int32
+    let path: String
+    private let buffer: UnsafeMutableRawBufferPointer
+    private var used = 0
+    /// Bytes handed to the file so far.
+    private(set) var offset: off_t = 0
+    private(set) var hasher = ContentHasher()
+    private let progress: (Int) -> Void
+    private let isCancelled: () -> Bool
+
+    init(fd: Int32, path: String, capacity: Int = 1 << 20, progress: @escaping (Int) -> Void, isCancelled: @escaping () -> Bool) {
+        self.fd = fd
+        self.path = path
+        buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 4096)
+        self.progress = progress
+        self.isCancelled = isCancelled
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// The bytes written so far (including those still buffered).
+    public var count: Int { Int(offset) + used }
+
+    /// Appends `bytes` to the file.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(SaveError) {
+        guard var source = bytes.baseAddress, bytes.count > 0 else { return }
+        var remaining = bytes.count
+        while remaining > 0 {
+            if used == buffer.count { try flush() }
+            let take = min(remaining, buffer.count - used)
+            (buffer.baseAddress! + used).copyMemory(from: source, byteCount: take)
+            used += take
+            source += take
+            remaining -= take
+        }
+    }
+
+    /// Appends `bytes` to the file.
+    public func write(_ bytes: [UInt8]) throws(SaveError) {
+        let result: Result<Void, SaveError> = bytes.withUnsafeBytes { raw in
+            do throws(SaveError) { try write(raw); return .success(()) } catch { return .failure(error) }
+        }
+        try result.get()
+    }
+
+    /// Writes out what is buffered: `pwrite` at the running offset, looping over short writes and
+    /// EINTR.
+    func flush() throws(SaveError) {
+        if isCancelled() { throw .cancelled }
+        var done = 0
+        while done < used {
+            let wrote = pwrite(fd, buffer.baseAddress! + done, used - done, offset + off_t(done))
+            if wrote < 0 {
+                if errno == EINTR { continue }
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "pwrite", path: path))
+            }
+            done += wrote
+        }
+        hasher.update(UnsafeRawBufferPointer(start: buffer.baseAddress!, count: used))
+        offset += off_t(used)
+        used = 0
+        progress(Int(offset))
+    }
+}
+
+/// The safe-save protocol of the design (safe-save.md, steps 1 to 13): the new bytes go to a temp
+/// file in the same directory, are flushed, take on the old file's owner, mode and extended
+/// attributes, and replace the file by one rename; the directory is flushed after. A crash at any
+/// moment leaves the old or the new content, never a mix.
+public enum SafeSave {
+    /// Every temp file of ours starts with this; ``sweepStaleTempFiles(nextTo:)`` removes leftovers.
+    public static let tempPrefix = ".docsession-save-"
+    /// The backup of an in-place write (kept if the process dies in the middle of one).
+    public static let backupPrefix = ".docsession-backup-"
+    /// The most symlinks followed from the document's path to the file.
+    public static let symlinkHopLimit = 40
+
+    /// How the bytes reached the file.
+    public enum Method: String, Sendable {
+        /// A temp file renamed over the old one (the normal case).
+        case rename
+        /// Written into the existing file after a backup copy: the file has several hard links, its
+        /// owner cannot be reproduced, or it cannot be replaced (a bind-mounted file: EBUSY, EXDEV).
+        case inPlace
+    }
+
+    /// What to save, and how careful to be.
+    public struct Request: Sendable {
+        /// The document's path (a symlink is written through: the link stays, its target changes).
+        public var path: String
+        /// The file's identity when it was read or last saved; nil for a file that should not
+        /// exist yet.
+        public var expected: FileIdentity?
+        /// Overwrite a file that changed on disk.
+        public var force: Bool
+        /// Never replace an existing file (save-as to a new path): `.alreadyExists` instead.
+        public var createOnly: Bool
+
+        public init(path: String, expected: FileIdentity?, force: Bool = false, createOnly: Bool = false) {
+            self.path = path
+            self.expected = expected
+            self.force = force
+            self.createOnly = createOnly
+        }
+    }
+
+    /// What a save did.
+    public struct Outcome: Sendable, Equatable {
+        /// The file written (the end of any symlink chain).
+        public var path: String
+        /// The new file's identity, with the hash of the bytes written.
+        public var identity: FileIdentity
+        /// Bytes written.
+        public var size: Int
+        /// Whether the directory was flushed too (if that fsync failed the save happened but a
+        /// power loss could still undo the rename).
+        public var durable: Bool
+        public var method: Method
+    }
+
+    /// Saves the bytes `content` writes into `sink`, following safe-save.md's protocol.
+    ///
+    /// - Parameters:
+    ///   - progress: bytes written so far.
+    ///   - isCancelled: checked between writes; a cancel before the rename leaves the file alone.
+    ///   - content: writes the file's bytes in order into the sink.
+    public static func save(
+        _ request: Request,
+        progress: @escaping (Int) -> Void = { _ in },
+        isCancelled: @escaping () -> Bool = { false },
+        content: (SaveSink) throws(SaveError) -> Void
+    ) throws(SaveError) -> Outcome {
+        // 1. The real file at the end of any symlink chain, and its directory, opened once.
+        let target = try resolveSymlinks(request.path)
+        let (directory, name) = split(target)
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryFD >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "open", path: directory)) }
+        defer { close(directoryFD) }
+        // 13. One save at a time per directory across processes (in-process the document store
+        // runs one save per document): an advisory lock on the directory, never on the target,
+        // whose inode the rename replaces. It also tells the sweep that no save of ours is running.
+        while flock(directoryFD, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw .fileSystem(FileSystemError(errno: errno, syscall: "flock", path: directory)) }
+        }
+        defer { flock(directoryFD, LOCK_UN) }
+
+        // 2. The target as it is now.
+        let existing = try status(directoryFD, name, path: target)
+        if let existing {
+            let kind = existing.st_mode & S_IFMT
+            guard kind == S_IFREG else { throw .notRegularFile(path: target, kind: kind == S_IFDIR ? "directory" : "special file") }
+            if request.createOnly { throw .alreadyExists(path: target) }
+            // rename() would silently replace a file the user may not write (and root may write
+            // anything): refuse read-only files.
+            if faccessat(directoryFD, name, W_OK, AT_EACCESS) != 0 {
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "faccessat", path: target))
+            }
+            if existing.st_mode & 0o222 == 0 {
+                throw .fileSystem(FileSystemError(errno: EACCES, syscall: "faccessat", path: target, reason: "the file is read-only (no write permission for anyone)"))
+            }
+        }
+        // 3. An external change since the file was read or saved: refused unless forced. A file
+        // that vanished is recreated (there is nothing of anyone's to overwrite).
+        if let existing, let expected = request.expected, !request.force {
+            try checkUnchanged(directoryFD, name, path: target, expected: expected, now: FileIdentity(existing))
+        }
+
+        // 4. The method.
+        var method = Method.rename
+        if let existing, existing.st_nlink > 1 || !canReproduceOwner(existing) { method = .inPlace }
+
+        if method == .rename {
+            do throws(SaveError) {
+                return try saveByRename(
+                    directoryFD: directoryFD, directory: directory, name: name, target: target, existing: existing,
+                    request: request, progress: progress, isCancelled: isCancelled, content: content)
+            } catch .fileSystem(let error) where existing != nil && error.syscall.hasPrefix("rename")
+                && (error.errno == EBUSY || error.errno == EXDEV) {
+                // The file cannot be replaced (a bind mount of a single file): write in place.
+                method = .inPlace
+            }
+        }
+        return try saveInPlace(
+            directoryFD: directoryFD, name: name, target: target, existing: existing!, request: request,
+            progress: progress, isCancelled: isCancelled, content: content)
+    }
+
+    // MARK: - Rename
+
+    private static func saveByRename(
+        directoryFD: Int32, directory: String, name: String, target: String, existing: stat?, request: Request,
+        progress: @escaping (Int) -> Void, isCancelled: @escaping () -> Bool, content: (SaveSink) throws(SaveError) -> Void
+    ) throws(SaveError) -> Outcome {
+        // 5. A private temp file beside the target (never $TMPDIR: rename across file systems fails).
+        let (tempFD, tempName) = try createTempFile(directoryFD, prefix: tempPrefix, directory: directory)
+        let tempPath = directory == "/" ? "/" + tempName : directory + "/" + tempName
+        var renamed = false
+        var tempOpen = true
+        defer {
+            if tempOpen { close(tempFD) }
+            // 12. The temp file goes unless it became the file.
+            if !renamed { unlinkat(directoryFD, tempName, 0) }
+        }
+        // 6. Every byte.
+        let sink = SaveSink(fd: tempFD, path: tempPath, progress: progress, isCancelled: isCancelled)
+        try content(sink)
+        try sink.flush()
+        // 7. Owner and group, then the mode (chown clears setuid and setgid), then the extended
+        // attributes (ACLs among them). A new file gets 0666 less the umask, as any new file.
+        if let existing {
+            if existing.st_uid != geteuid() || existing.st_gid != getegid() {
+                guard fchown(tempFD, existing.st_uid, existing.st_gid) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fchown", path: tempPath)) }
+            }
+            guard fchmod(tempFD, existing.st_mode & 0o7777) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fchmod", path: tempPath)) }
+            try copyExtendedAttributes(from: target, to: tempFD, tempPath: tempPath)
+        } else {
+            guard fchmod(tempFD, 0o666 & ~processUmask) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fchmod", path: tempPath)) }
+        }
+        // 8. Flushed before the rename, and close checked. A failed fsync is never retried (Linux
+        // may have marked the pages clean): the save fails and the old file stays.
+        guard fsync(tempFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fsync", path: tempPath)) }
+        tempOpen = false
+        guard close(tempFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "close", path: tempPath)) }
+        if isCancelled() { throw .cancelled }
+        // 3, again: a change made while the temp file was written is not overwritten either.
+        if let existing, !request.force {
+            let now = try status(directoryFD, name, path: target)
+            guard let now, FileIdentity(now).sameState(as: FileIdentity(existing)) else {
+                throw .changedOnDisk(path: target, expected: request.expected ?? FileIdentity(existing), found: now.map(FileIdentity.init))
+            }
+        }
+        // 9. Into place.
+        if request.createOnly || existing == nil {
+            try renameNoReplace(directoryFD, tempName, name, target: target)
+        } else {
+            guard renameat(directoryFD, tempName, directoryFD, name) == 0 else {
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "renameat", path: target))
+            }
+        }
+        renamed = true
+        // 10. The directory entry flushed; if that fails the save stands but is not durable.
+        let durable = fsync(directoryFD) == 0
+        // 11. The new identity, from the file now in place.
+        var identity = FileIdentity(try status(directoryFD, name, path: target) ?? stat())
+        identity.contentHash = sink.hasher.finalize()
+        return Outcome(path: target, identity: identity, size: sink.count, durable: durable, method: .rename)
+    }
+
+    /// renameat2 with RENAME_NOREPLACE; where the file system does not support it, link + unlink,
+    /// which also never replaces a file.
+    private static func renameNoReplace(_ directoryFD: Int32, _ from: String, _ to: String, target: String) throws(SaveError) {
+        if cfs_renameat2(directoryFD, from, directoryFD, to, 1) == 0 { return }
+        let number = errno
+        if number == EEXIST { throw .alreadyExists(path: target) }
+        guard number == EINVAL || number == ENOSYS || number == ENOTSUP else {
+            throw .fileSystem(FileSystemError(errno: number, syscall: "renameat2", path: target))
+        }
+        guard linkat(directoryFD, from, directoryFD, to, 0) == 0 else {
+            if errno == EEXIST { throw .alreadyExists(path: target) }
+            throw .fileSystem(FileSystemError(errno: errno, syscall: "linkat", path: target))
+        }
+        unlinkat(directoryFD, from, 0)
+    }
+
+    // MARK: - In place
+
+    /// Writes into the existing file (keeping its inode: hard links, owner): first a backup copy
+    /// beside it, flushed; then the new bytes, truncate, fsync; then the backup goes. If writing
+    /// fails the backup is copied back; if even that fails the backup stays and the error names it.
+    private static func saveInPlace(
+        directoryFD: Int32, name: String, target: String, existing: stat, request: Request,
+        progress: @escaping (Int) -> Void, isCancelled: @escaping () -> Bool, content: (SaveSink) throws(SaveError) -> Void
+    ) throws(SaveError) -> Outcome {
+        let (directory, _) = split(target)
+        let fileFD = openat(directoryFD, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fileFD >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "openat", path: target)) }
+        var fileOpen = true
+        defer { if fileOpen { close(fileFD) } }
+        // The backup: a byte copy of the file as it is.
+        let (backupFD, backupName) = try createTempFile(directoryFD, prefix: backupPrefix, directory: directory)
+        let backupPath = directory == "/" ? "/" + backupName : directory + "/" + backupName
+        var keepBackup = false
+        defer {
+            close(backupFD)
+            if !keepBackup { unlinkat(directoryFD, backupName, 0) }
+        }
+        try copyBytes(from: fileFD, to: backupFD, fromPath: target, toPath: backupPath)
+        guard fsync(backupFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fsync", path: backupPath)) }
+        _ = fsync(directoryFD)
+        if isCancelled() { throw .cancelled }
+
+        let sink = SaveSink(fd: fileFD, path: target, progress: progress, isCancelled: isCancelled)
+        do throws(SaveError) {
+            try content(sink)
+            try sink.flush()
+            guard ftruncate(fileFD, sink.offset) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "ftruncate", path: target)) }
+            guard fsync(fileFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fsync", path: target)) }
+        } catch {
+            // Put the old bytes back.
+            do throws(SaveError) {
+                try copyBytes(from: backupFD, to: fileFD, fromPath: backupPath, toPath: target)
+                guard fsync(fileFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fsync", path: target)) }
+            } catch {
+                keepBackup = true
+                if case .fileSystem(var detail) = error {
+                    detail.message += "; the file may be incomplete: its previous content is in \(backupPath)"
+                    throw .fileSystem(detail)
+                }
+            }
+            throw error
+        }
+        var status = stat()
+        guard fstat(fileFD, &status) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fstat", path: target)) }
+        fileOpen = false
+        guard close(fileFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "close", path: target)) }
+        var identity = FileIdentity(status)
+        identity.contentHash = sink.hasher.finalize()
+        return Outcome(path: target, identity: identity, size: sink.count, durable: true, method: .inPlace)
+    }
+
+    /// Copies all of `from` (from its start) over `to` (from its start, truncated to the length).
+    private static func copyBytes(from: Int32, to: Int32, fromPath: String, toPath: String) throws(SaveError) {
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 4096)
+        defer { buffer.deallocate() }
+        var offset: off_t = 0
+        while true {
+            let got = pread(from, buffer, size, offset)
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "pread", path: fromPath))
+            }
+            if got == 0 { break }
+            var done = 0
+            while done < got {
+                let wrote = pwrite(to, buffer + done, got - done, offset + off_t(done))
+                if wrote < 0 {
+                    if errno == EINTR { continue }
+                    throw .fileSystem(FileSystemError(errno: errno, syscall: "pwrite", path: toPath))
+                }
+                done += wrote
+            }
+            offset += off_t(got)
+        }
+        guard ftruncate(to, offset) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "ftruncate", path: toPath)) }
+    }
+
+    // MARK: - Steps
+
+    /// Follows symlinks from `path` to a path that is not one (which may not exist yet: a dangling
+    /// link is written through, creating its target). Relative links resolve against the link's
+    /// directory. More than ``symlinkHopLimit`` links: ELOOP.
+    public static func resolveSymlinks(_ path: String) throws(SaveError) -> String {
+        var current = path
+        for _ in 0...symlinkHopLimit {
+            var status = stat()
+            if lstat(current, &status) != 0 {
+                if errno == ENOENT { return current }
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "lstat", path: current))
+            }
+            guard status.st_mode & S_IFMT == S_IFLNK else { return current }
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let length = readlink(current, &buffer, Int(PATH_MAX))
+            guard length >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "readlink", path: current)) }
+            let link = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            current = link.hasPrefix("/") ? link : split(current).directory.appendingPathComponent(link)
+        }
+        throw .fileSystem(FileSystemError(errno: ELOOP, syscall: "readlink", path: path, reason: "more than \(symlinkHopLimit) symbolic links"))
+    }
+
+    /// The directory and the name of an absolute path.
+    static func split(_ path: String) -> (directory: String, name: String) {
+        guard let slash = path.lastIndex(of: "/") else { return (".", path) }
+        let directory = String(path[..<slash])
+        return (directory.isEmpty ? "/" : directory, String(path[path.index(after: slash)...]))
+    }
+
+    /// `fstatat` without following a final symlink; nil when nothing is there.
+    private static func status(_ directoryFD: Int32, _ name: String, path: String) throws(SaveError) -> stat? {
+        var result = stat()
+        if fstatat(directoryFD, name, &result, AT_SYMLINK_NOFOLLOW) == 0 { return result }
+        if errno == ENOENT { return nil }
+        throw .fileSystem(FileSystemError(errno: errno, syscall: "fstatat", path: path))
+    }
+
+    /// Refuses a file whose identity differs from `expected`, unless its bytes still hash the same
+    /// (then only its times changed: a `touch`, or a rewrite of the same bytes).
+    private static func checkUnchanged(_ directoryFD: Int32, _ name: String, path: String, expected: FileIdentity, now: FileIdentity) throws(SaveError) {
+        if now.sameState(as: expected) { return }
+        if let hash = expected.contentHash, now.size == expected.size {
+            let fd = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+            if fd >= 0 {
+                defer { close(fd) }
+                if let (found, _) = ContentHasher.hashFile(fd: fd), found == hash { return }
+            }
+        }
+        throw .changedOnDisk(path: path, expected: expected, found: now)
+    }
+
+    /// Whether a new file made by this process can take `existing`'s owner and group.
+    private static func canReproduceOwner(_ existing: stat) -> Bool {
+        if geteuid() == 0 { return true }
+        guard existing.st_uid == geteuid() else { return false }
+        if existing.st_gid == getegid() { return true }
+        let count = getgroups(0, nil)
+        guard count > 0 else { return false }
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        let got = getgroups(count, &groups)
+        return got > 0 && groups[0..<Int(got)].contains(existing.st_gid)
+    }
+
+    /// An exclusive, private (0600) new file with a random name after `prefix` in the directory.
+    private static func createTempFile(_ directoryFD: Int32, prefix: String, directory: String) throws(SaveError) -> (Int32, String) {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<16 {
+            let name = prefix + String(generator.next() as UInt64, radix: 16)
+            let fd = openat(directoryFD, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 { return (fd, name) }
+            if errno != EEXIST {
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "openat", path: directory + "/" + name,
+                    reason: errno == EACCES || errno == EPERM ? "the directory does not allow new files, so the file cannot be replaced safely" : nil))
+            }
+        }
+        throw .fileSystem(FileSystemError(errno: EEXIST, syscall: "openat", path: directory))
+    }
+
+    /// Copies the extended attributes (user attributes, ACLs, security labels) of `source` onto the
+    /// temp file. A file system without them is fine; attributes the process may not set
+    /// (`trusted.*`, `security.*` without privilege) are skipped, every other failure fails the save.
+    private static func copyExtendedAttributes(from source: String, to fd: Int32, tempPath: String) throws(SaveError) {
+        let names = try listAttributes(source)
+        for name in names {
+            var size = cfs_lgetxattr(source, name, nil, 0)
+            guard size >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "lgetxattr", path: source)) }
+            var value = [UInt8](repeating: 0, count: max(Int(size), 1))
+            size = cfs_lgetxattr(source, name, &value, value.count)
+            guard size >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "lgetxattr", path: source)) }
+            if cfs_fsetxattr(fd, name, value, Int(size)) != 0 {
+                let number = errno
+                let privileged = name.hasPrefix("trusted.") || name.hasPrefix("security.")
+                if privileged && (number == EPERM || number == EACCES || number == ENOTSUP) { continue }
+                throw .fileSystem(FileSystemError(errno: number, syscall: "fsetxattr", path: tempPath, reason: "copying the attribute \(name)"))
+            }
+        }
+    }
+
+    private static func listAttributes(_ path: String) throws(SaveError) -> [String] {
+        while true {
+            let size = cfs_llistxattr(path, nil, 0)
+            if size < 0 {
+                if errno == ENOTSUP { return [] }
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "llistxattr", path: path))
+            }
+            if size == 0 { return [] }
+            var list = [CChar](repeating: 0, count: Int(size))
+            let got = cfs_llistxattr(path, &list, list.count)
+            if got < 0 {
+                if errno == ERANGE { continue }  // it grew in between
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "llistxattr", path: path))
+            }
+            return list[0..<got].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        }
+    }
+
+    /// The process's umask, read without changing it (umask(2) would, for every thread).
+    public static let processUmask: mode_t = {
+        if let status = try? readSmallFile("/proc/self/status"),
+           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+           let value = mode_t(line.dropFirst(6).trimmingCharacters(), radix: 8) {
+            return value
+        }
+        return 0o022
+    }()
+
+    private static func readSmallFile(_ path: String) throws -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let got = read(fd, &buffer, buffer.count)
+            if got <= 0 { break }
+            bytes += buffer[0..<got]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    // MARK: - Sweeping
+
+    /// Removes our temp files left next to `path` by a save that was killed (SIGKILL runs no exit
+    /// hooks). Taken under the directory lock every save holds, so no running save's temp file is
+    /// touched. Backups of in-place writes are left alone: one may hold the only whole copy.
+    /// Answers the names removed.
+    @discardableResult
+    public static func sweepStaleTempFiles(nextTo path: String) -> [String] {
+        let (directory, _) = split(path)
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryFD >= 0 else { return [] }
+        defer { close(directoryFD) }
+        // Only if no save holds the directory right now; otherwise the next open sweeps.
+        guard flock(directoryFD, LOCK_EX | LOCK_NB) == 0 else { return [] }
+        defer { flock(directoryFD, LOCK_UN) }
+        let listFD = dup(directoryFD)
+        guard listFD >= 0, let stream = fdopendir(listFD) else { return [] }
+        defer { closedir(stream) }
+        var removed: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard name.hasPrefix(tempPrefix) else { continue }
+            var status = stat()
+            guard fstatat(directoryFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else { continue }
+            if unlinkat(directoryFD, name, 0) == 0 { removed.append(name) }
+        }
+        return removed
+    }
+}
+
+extension String {
+    /// `self` joined with a relative path by a slash.
+    fileprivate func appendingPathComponent(_ component: String) -> String {
+        hasSuffix("/") ? self + component : self + "/" + component
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters() -> String {
+        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
+    }
+}
