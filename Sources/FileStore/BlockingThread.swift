@@ -11,6 +11,20 @@ public func runOnOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) asy
     }
 }
 
+/// Runs background work (hashing a file just opened) on a thread of its own at idle priority
+/// (`SCHED_IDLE`): it runs only on a processor nothing else wants, so it never slows requests,
+/// loads or saves.
+public func runOnIdleThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        startBlockingThread {
+            var parameters = sched_param()
+            // SCHED_IDLE is 5 (linux/sched.h); Glibc's module declares it only under _GNU_SOURCE.
+            _ = pthread_setschedparam(pthread_self(), 5, &parameters)
+            continuation.resume(returning: body())
+        }
+    }
+}
+
 /// The work a new thread runs, handed over through pthread_create's argument.
 private final class ThreadWork {
     let run: () -> Void
@@ -30,4 +44,31 @@ private func startBlockingThread(_ run: @escaping () -> Void) {
         // No thread to be had (a resource limit): do the work here rather than fail it.
         Unmanaged<ThreadWork>.fromOpaque(work).takeRetainedValue().run()
     }
+}
+
+/// The result of a joinable thread's work.
+private final class ResultBox<Result>: @unchecked Sendable {
+    /// Written by the thread before it ends, read after `pthread_join`: never at the same time.
+    var value: Result?
+}
+
+/// Runs `other` on a new thread while the calling thread runs `body`, and answers both results
+/// once both have finished (the thread is joined before this returns). Without a thread to be had
+/// (a resource limit), `other` runs after `body`, on the calling thread.
+func runConcurrently<A, B: Sendable>(_ body: () -> A, alongside other: @escaping @Sendable () -> B) -> (A, B) {
+    let box = ResultBox<B>()
+    let work = Unmanaged.passRetained(ThreadWork { box.value = other() }).toOpaque()
+    var thread = pthread_t()
+    let started = pthread_create(&thread, nil, { raw in
+        Unmanaged<ThreadWork>.fromOpaque(raw!).takeRetainedValue().run()
+        return nil
+    }, work)
+    guard started == 0 else {
+        Unmanaged<ThreadWork>.fromOpaque(work).release()
+        let first = body()
+        return (first, other())
+    }
+    let first = body()
+    pthread_join(thread, nil)
+    return (first, box.value!)
 }

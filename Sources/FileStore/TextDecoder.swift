@@ -40,6 +40,21 @@ struct TextDecoder {
         }
     }
 
+    /// Finishes a part of a UTF-8 file that `next` (the bytes that follow the part in the file,
+    /// at least three unless the file ends sooner) continues: a sequence cut off at the part's end
+    /// is refused with the offset and reason that decoding the file in one go would give there.
+    mutating func finish(followedBy next: UnsafeBufferPointer<UInt8>) throws(Failure) {
+        if encoding == .utf8 && !carry.isEmpty && !next.isEmpty {
+            let joined = carry + Array(next.prefix(3))
+            // The carry is a valid, incomplete start, and the split put a sequence's start (not a
+            // continuation) after it: this throws, as the one-go decoder would at the carry.
+            _ = try joined.withUnsafeBufferPointer { (buffer) throws(Failure) -> Int in
+                try Self.validUTF8Prefix(buffer, baseOffset: offset, allowIncompleteTail: false)
+            }
+        }
+        try finish()
+    }
+
     // MARK: UTF-8
 
     private mutating func decodeUTF8(_ piece: UnsafeBufferPointer<UInt8>, emit: (UnsafeBufferPointer<UInt8>) -> Void) throws(Failure) {
@@ -157,22 +172,31 @@ struct TextDecoder {
         // The first block, with three bytes of nothing before it.
         var padded = SIMD32<UInt8>()
         withUnsafeMutableBytes(of: &padded) { $0.baseAddress!.advanced(by: 3).copyMemory(from: base, byteCount: 16) }
-        var (b, p1, p2, p3) = withUnsafeBytes(of: padded) { raw in
+        let (b, p1, p2, p3) = withUnsafeBytes(of: padded) { raw in
             (raw.loadUnaligned(fromByteOffset: 3, as: Lanes.self), raw.loadUnaligned(fromByteOffset: 2, as: Lanes.self),
              raw.loadUnaligned(fromByteOffset: 1, as: Lanes.self), raw.loadUnaligned(fromByteOffset: 0, as: Lanes.self))
         }
         var end = 0
         let high: UInt64 = 0x8080_8080_8080_8080
-        while isWellFormed(b, p1, p2, p3) {
-            end &+= 16
-            // After an ASCII block, ASCII blocks need no other check (a quick test, skipped in
-            // text where most blocks hold a non-ASCII byte).
-            if (word(end &- 16) | word(end &- 8)) & high == 0 {
-                while end &+ 16 <= count && (word(end) | word(end &+ 8)) & high == 0 { end &+= 16 }
+        if isBad(badLanesOf(b, p1, p2, p3)) { return 0 }
+        end = 16
+        // Four blocks at a time, one test for all four (a branch per block mispredicts often in
+        // text that mixes ASCII and other blocks); a group of ASCII bytes, with the three bytes
+        // before it ASCII too (no sequence waiting for continuations), needs no other check.
+        while end &+ 64 <= count {
+            let ascii = word(end &- 8) | word(end) | word(end &+ 8) | word(end &+ 16) | word(end &+ 24)
+                | word(end &+ 32) | word(end &+ 40) | word(end &+ 48) | word(end &+ 56)
+            if ascii & high != 0 {
+                let bad = badLanesOf(load(end), load(end &- 1), load(end &- 2), load(end &- 3))
+                    | badLanesOf(load(end &+ 16), load(end &+ 15), load(end &+ 14), load(end &+ 13))
+                    | badLanesOf(load(end &+ 32), load(end &+ 31), load(end &+ 30), load(end &+ 29))
+                    | badLanesOf(load(end &+ 48), load(end &+ 47), load(end &+ 46), load(end &+ 45))
+                if isBad(bad) { break }
             }
-            guard end &+ 16 <= count else { break }
-            (b, p1, p2, p3) = (load(end), load(end &- 1), load(end &- 2), load(end &- 3))
+            end &+= 64
         }
+        // The last whole blocks one at a time (and the group holding the first error, if any).
+        while end &+ 16 <= count && !isBad(badLanesOf(load(end), load(end &- 1), load(end &- 2), load(end &- 3))) { end &+= 16 }
         // Back up to the start of a sequence that the blocks cut off (or that holds the error).
         var start = end
         for lead in max(end &- 3, 0) ..< end where base[lead] >= 0xC0 && lead &+ sequenceLength(lead: base[lead]) > end {
@@ -182,10 +206,17 @@ struct TextDecoder {
         return start
     }
 
-    /// Whether the sixteen bytes `b` are well-formed given the bytes one, two and three places
-    /// before each (`p1`, `p2`, `p3`); see `wellFormedPrefix`.
+    /// Whether any lane of `badLanesOf` has its high bit set.
     @inline(__always)
-    private static func isWellFormed(_ b: SIMD16<UInt8>, _ p1: SIMD16<UInt8>, _ p2: SIMD16<UInt8>, _ p3: SIMD16<UInt8>) -> Bool {
+    private static func isBad(_ bad: SIMD16<UInt8>) -> Bool {
+        let words = unsafeBitCast(bad, to: SIMD2<UInt64>.self)
+        return (words[0] | words[1]) & 0x8080_8080_8080_8080 != 0
+    }
+
+    /// The lanes of the sixteen bytes `b` that are not well-formed given the bytes one, two and
+    /// three places before each (`p1`, `p2`, `p3`), in their high bits; see `wellFormedPrefix`.
+    @_transparent
+    static func badLanesOf(_ b: SIMD16<UInt8>, _ p1: SIMD16<UInt8>, _ p2: SIMD16<UInt8>, _ p3: SIMD16<UInt8>) -> SIMD16<UInt8> {
         typealias Lanes = SIMD16<UInt8>
         // Constants as vectors: the operations that take a scalar compile to a loop over lanes.
         // `a - b`, or 0 where `b` is larger (psubusb).
@@ -211,8 +242,7 @@ struct TextDecoder {
         let bits54 = shift2 | shift3
         bad |= (equal(p1, 0xE0) & ~shift2) | (equal(p1, 0xED) & shift2)
         bad |= (equal(p1, 0xF0) & ~bits54) | (equal(p1, 0xF4) & bits54)
-        let words = unsafeBitCast(bad, to: SIMD2<UInt64>.self)
-        return (words[0] | words[1]) & 0x8080_8080_8080_8080 == 0
+        return bad
     }
 
     // MARK: UTF-16

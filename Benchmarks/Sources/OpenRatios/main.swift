@@ -23,9 +23,9 @@
 //         [--generate PATH]  write the generated file to PATH and stop
 //         [--phases [--piece BYTES]]  time each stage of the open alone (needs --file; --piece
 //                         sets the loader's piece size in the loader-only stages)
-//         [--only open|floor|build]  run one side alone, `rounds` times, for a profiler (needs
+//         [--only open|parts|floor|build]  run one side alone, `rounds` times, for a profiler (needs
 //                         --file; `build` is the open's work on the calling thread, for callgrind)
-//         [--child open|floor PATH]  one open (or floor) in this process; prints VmHWM before and
+//         [--child open|parts|floor PATH]  one open (or floor) in this process; prints VmHWM before and
 //                         after, VmRSS after, the bytes read and the nanoseconds taken
 
 import DocumentSession
@@ -117,6 +117,28 @@ func openDocument(_ path: String, store: DocumentStore = DocumentStore()) async 
     }
 }
 
+/// The open in two parts, as `DocumentStore.open` does it with the patch of issue 3 (the same code:
+/// a detached task, a thread of its own, `TextFileLoader.loadInParts` building one `TextBuffer` per
+/// part on two threads, `TextBuffer(concatenating:)`), without the actor's bookkeeping.
+func openInParts(_ path: String) async -> TextBuffer {
+    let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText), LoadError> in
+        do throws(LoadError) {
+            let (parts, loaded) = try TextFileLoader.loadInParts(
+                path: path, encoding: nil, progress: { _, _ in }, isCancelled: { false }, startingWith: TextBuffer()
+            ) { buffer, piece in
+                buffer.append(utf8: piece)
+            }
+            return .success((TextBuffer(concatenating: parts), loaded))
+        } catch {
+            return .failure(error)
+        }
+    } }
+    switch await load.value {
+    case .success(let (buffer, _)): return buffer
+    case .failure(let error): fatalError("open in parts \(path): \(error)")
+    }
+}
+
 // MARK: - The generated file
 
 /// Writes about `target` bytes of text to `path`: lines of mixed lengths (0 to 160 characters),
@@ -173,6 +195,10 @@ if let side = option("--child") {
     let elapsed = await time {
         if side == "floor" {
             size = floorRead(path).bytes
+        } else if side == "parts" {
+            let buffer = await openInParts(path)
+            size = buffer.utf8Count
+            withExtendedLifetime(buffer) {}
         } else {
             size = await openDocument(path, store: store).buffer.utf8Count
         }
@@ -206,8 +232,15 @@ if flag("--phases") {
     func load(_ consume: (UnsafeBufferPointer<UInt8>) -> Void) {
         do { _ = try TextFileLoader.load(path: path, pieceSize: loaderPiece, consume: consume) } catch { fatalError("\(error)") }
     }
+    func loadInParts(_ consume: @escaping @Sendable (inout TextBuffer, UnsafeBufferPointer<UInt8>) -> Void) -> [TextBuffer] {
+        do {
+            return try TextFileLoader.loadInParts(path: path, pieceSize: loaderPiece, startingWith: TextBuffer(), consume: consume).parts
+        } catch { fatalError("\(error)") }
+    }
     var phases: [(String, [Double])] = [("floor: read + count", []), ("TextFileLoader.load, pieces dropped", []),
-                                         ("load + TextBuffer.append(utf8:)", []), ("DocumentStore.open", [])]
+                                         ("load + TextBuffer.append(utf8:)", []), ("DocumentStore.open", []),
+                                         ("loadInParts, pieces dropped", []), ("loadInParts + append(utf8:)", []),
+                                         ("  + TextBuffer(concatenating:)", []), ("open in parts (the patch)", [])]
     for _ in 0..<phaseRounds {
         phases[0].1.append(await time { _ = floorRead(path) })
         phases[1].1.append(await time { load { _ in } })
@@ -218,6 +251,14 @@ if flag("--phases") {
         phases[3].1.append(await time { document = await openDocument(path) })
         document = nil
         _ = document
+        phases[4].1.append(await time { _ = loadInParts { _, _ in } })
+        var parts: [TextBuffer] = []
+        phases[5].1.append(await time { parts = loadInParts { $0.append(utf8: $1) } })
+        phases[6].1.append(await time { buffer = TextBuffer(concatenating: parts) })
+        parts = []
+        buffer = TextBuffer()
+        phases[7].1.append(await time { buffer = await openInParts(path) })
+        buffer = TextBuffer()
     }
     for (name, times) in phases {
         print(name.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: "%7.1f ms", median(times) * 1000))
@@ -236,6 +277,8 @@ if let only {
             // The open's work on this thread, without the actor (for callgrind).
             var buffer = TextBuffer()
             do { _ = try TextFileLoader.load(path: path) { buffer.append(utf8: $0) } } catch { fatalError("\(error)") }
+        case "parts":
+            _ = await openInParts(path)
         default:
             _ = await openDocument(path)
         }
@@ -272,6 +315,8 @@ do {
     precondition(document.buffer.utf8Bytes().elementsEqual(contents), "text differs from the file")
     let expectedBreaks = floorLines  // the generated text has no lone '\r'
     precondition(given != nil || document.buffer.lineBreakCount == expectedBreaks, "line count differs")
+    let inParts = await openInParts(path)
+    precondition(inParts == document.buffer, "the open in parts differs from the open in one go")
     print(String(format: "file: %.1f MB, %d lines%@, %@; %d rounds", Double(fileSize) / 1e6, floorLines,
                  crlf ? " (CRLF)" : "", String(describing: document.lineEnding), rounds))
 }
@@ -279,8 +324,11 @@ do {
 // Time: alternating, after one warm-up of each.
 _ = floorRead(path)
 _ = await openDocument(path)
+_ = await openInParts(path)
 _ = referenceRead(path)
 var ratios: [Double] = []
+var partsRatios: [Double] = []
+var partsOpens: [Double] = []
 var opens: [Double] = []
 var floors: [Double] = []
 var references: [Double] = []
@@ -291,6 +339,13 @@ for _ in 0..<rounds {
     let openTime = await time { document = await openDocument(path) }
     document = nil  // freeing the chunks is not part of opening
     _ = document
+    let partsFloorTime = await time { _ = floorRead(path) }
+    var buffer: TextBuffer? = nil
+    let partsTime = await time { buffer = await openInParts(path) }
+    buffer = nil
+    _ = buffer
+    partsOpens.append(partsTime)
+    partsRatios.append(partsTime / partsFloorTime)
     let referenceTime = referenceRead(path)
     floors.append(floorTime)
     opens.append(openTime)
@@ -305,6 +360,10 @@ print(String(format: "open time / read + count '\\n'   median %.2f  (goal <= 2) 
              median(ratios), ratios.min()!, ratios.max()!, median(opens) * 1000, median(floors) * 1000,
              Double(fileSize) / median(opens) / 1e9, Double(fileSize) / median(floors) / 1e9))
 print("    rounds [\(list(ratios, "%.2f"))]")
+print(String(format: "open in parts / read + count     median %.2f  (goal <= 2)  spread %.2f-%.2f  times %.1f ms (%.2f GB/s; TextFileLoader.loadInParts on two threads, TextBuffer(concatenating:))",
+             median(partsRatios), partsRatios.min()!, partsRatios.max()!, median(partsOpens) * 1000,
+             Double(fileSize) / median(partsOpens) / 1e9))
+print("    rounds [\(list(partsRatios, "%.2f"))]")
 print(String(format: "C reference / floor              median %.2f  spread %.2f-%.2f  times %.1f ms (read + count + UTF-8 validation + copy into 896-byte mallocs, main thread)",
              median(referenceRatios), referenceRatios.min()!, referenceRatios.max()!, median(references) * 1000))
 
@@ -331,19 +390,34 @@ var floorPeaks: [Double] = []
 var freshRatios: [Double] = []
 var freshOpens: [Double] = []
 var freshFloors: [Double] = []
+var partsPeaks: [Double] = []
+var partsResidents: [Double] = []
+var partsFreshRatios: [Double] = []
+var partsFreshOpens: [Double] = []
 for _ in 0..<3 {
     let floor = child("floor")
     let open = child("open")
+    let parts = child("parts")
     peaks.append(Double(open.peak) / Double(fileSize))
     residents.append(Double(open.resident))
     floorPeaks.append(Double(floor.peak))
     freshOpens.append(open.seconds)
     freshFloors.append(floor.seconds)
     freshRatios.append(open.seconds / floor.seconds)
+    partsPeaks.append(Double(parts.peak) / Double(fileSize))
+    partsResidents.append(Double(parts.resident))
+    partsFreshOpens.append(parts.seconds)
+    partsFreshRatios.append(parts.seconds / floor.seconds)
 }
 print(String(format: "open peak RSS / file size        median %.3f  (goal <= 1.3)  spread %.3f-%.3f  (peak growth %.1f MB; resident after the open %.1f MB; floor's peak growth %.1f MB)",
              median(peaks), peaks.min()!, peaks.max()!, median(peaks) * Double(fileSize) / 1e6,
              median(residents) / 1e6, median(floorPeaks) / 1e6))
 print("    rounds [\(list(peaks, "%.3f"))]")
+print(String(format: "open in parts peak RSS / size    median %.3f  (goal <= 1.3)  spread %.3f-%.3f  (peak growth %.1f MB; resident after the open %.1f MB)",
+             median(partsPeaks), partsPeaks.min()!, partsPeaks.max()!, median(partsPeaks) * Double(fileSize) / 1e6,
+             median(partsResidents) / 1e6))
+print("    rounds [\(list(partsPeaks, "%.3f"))]")
 print(String(format: "first open in a fresh process / floor in one: median %.2f  spread %.2f-%.2f  times %.1f ms / %.1f ms",
              median(freshRatios), freshRatios.min()!, freshRatios.max()!, median(freshOpens) * 1000, median(freshFloors) * 1000))
+print(String(format: "first open in parts in a fresh process / floor: median %.2f  spread %.2f-%.2f  times %.1f ms",
+             median(partsFreshRatios), partsFreshRatios.min()!, partsFreshRatios.max()!, median(partsFreshOpens) * 1000))
