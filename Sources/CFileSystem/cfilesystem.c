@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 #include "cfilesystem.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -21,4 +23,12 @@ int cfs_fsetxattr(int fd, const char *name, const void *value, size_t size) {
 ssize_t cfs_flistxattr(int fd, char *list, size_t size) { return flistxattr(fd, list, size); }
 ssize_t cfs_fgetxattr(int fd, const char *name, void *value, size_t size) {
     return fgetxattr(fd, name, value, size);
+}
+
+int cfs_start_writeback(int fd, long long offset, long long length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
+int cfs_set_thread_nice(int nice) {
+    return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
 }

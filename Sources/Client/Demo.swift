@@ -47,9 +47,18 @@ public struct Demo {
             .request("Read the text as it is now.", "document/read", ["document": "d1"]),
             .request("Undo: the answer carries the edits that turn the client's text back.", "document/undo", ["document": "d1"]),
             .request("The state: back at the text on disk, so no unsaved changes; redo is possible.", "document/state", ["document": "d1"]),
+            .request("Redo: the pears are back, unsaved again (a stateChanged notification says so first).", "document/redo", ["document": "d1"]),
+            .request("Save: a temp file beside the document, fsync, rename, directory fsync; the document is clean.", "document/save", ["document": "d1"]),
+            .request("Save as /sys/shopping.md, where no file may be created: the error says which call failed, where, why, and what to do; the edits are kept.", "document/save", [
+                "document": "d1", "to": "file:///sys/shopping.md",
+            ]),
             .request("A method the server does not have: a precise error, and the session goes on.", "document/frobnicate", ["document": "d1"]),
             .raw("A message whose JSON is broken: a parse error naming the byte.", Framing.frame(Array(#"{"jsonrpc":"2.0","id":42,"method":"document/read","params":{"document":"d1",}}"#.utf8))),
-            .request("Close without saving.", "document/close", ["document": "d1", "save": "never"]),
+            .request("One more item.", "document/edit", [
+                "document": "d1", "version": 4,
+                "edits": [["range": ["start": ["line": 5, "character": 9], "end": ["line": 5, "character": 9]], "text": "\n- milk"]],
+            ]),
+            .request("Close: unsaved changes are saved first (save: \"ifChanged\", the default).", "document/close", ["document": "d1"]),
             .request("Shut down: nothing more is accepted but exit.", "shutdown", nil),
             .notification("Exit: the server stops with status 0 after shutdown.", "exit", nil),
         ]
@@ -103,6 +112,9 @@ public struct Demo {
         let status = try server.waitForExit()
         output("")
         output("server exited with status \(status)")
+        output("")
+        output("The sample document on disk now holds:")
+        output((try? String(contentsOfFile: samplePath, encoding: .utf8)) ?? "(unreadable)")
         return status
     }
 

@@ -120,6 +120,15 @@ public final class ServerProcess: @unchecked Sendable {
         return received
     }
 
+    /// Takes every queued message that matches, leaving the others queued.
+    public func takeQueued(where matches: (JSONValue) -> Bool) -> [JSONValue] {
+        condition.lock()
+        defer { condition.unlock() }
+        let taken = received.filter(matches)
+        received.removeAll(where: matches)
+        return taken
+    }
+
     /// Takes every queued notification (messages with a method), leaving responses queued.
     public func takeNotifications() -> [JSONValue] {
         condition.lock()

@@ -15,8 +15,10 @@ public enum DocumentError: Error, Sendable, Equatable {
     case fileSystem(FileSystemError)
     /// `create` found a file already at the path.
     case alreadyExists(path: String)
-    /// Closing would drop unsaved edits, and saving is not possible (yet).
-    case unsavedChanges(handle: String)
     /// Edits are refused for now.
     case editingDisabled(handle: String, reason: String)
+    /// A save did not happen (the file is as it was).
+    case save(SaveError)
+    /// Save-as named a file another open document holds.
+    case openElsewhere(path: String, handle: String)
 }

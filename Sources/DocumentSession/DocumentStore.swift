@@ -6,13 +6,25 @@ import TextBuffer
 /// document's edits apply in the order they arrive. Long work (loading a file) runs off the actor on
 /// its own task; only the quick installation of the result runs on it.
 public actor DocumentStore {
-    private var documents: [String: Document] = [:]
-    private var handleByPath: [String: String] = [:]
+    var documents: [String: Document] = [:]
+    var handleByPath: [String: String] = [:]
     /// Loads in progress by path, so that a second open of the same file waits for the first.
     private var loads: [String: (task: Task<Result<String, DocumentError>, Never>, waiters: LoadWaiters)] = [:]
     private var nextHandle = 1
+    /// Where events go (the server turns them into notifications).
+    let events: @Sendable (DocumentEvent) -> Void
+    /// Documents a save, revert or close is working on, with who waits for them (one at a time).
+    var busy: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// When to save by itself, and the count of changes per document that an autosave waits on.
+    var autosave: AutosavePolicy = .off
+    var autosaveGeneration: [String: Int] = [:]
+    /// How many reverts and closes asked for have disabled editing and not finished yet.
+    var editingDisabledCount: [String: Int] = [:]
 
-    public init() {}
+    /// A store whose documents report their state changes to `events`.
+    public init(events: @escaping @Sendable (DocumentEvent) -> Void = { _ in }) {
+        self.events = events
+    }
 
     /// The number of open documents.
     public var count: Int { documents.count }
@@ -45,18 +57,10 @@ public actor DocumentStore {
             let waiters = LoadWaiters(isCancelled)
             let isCancelled: @Sendable () -> Bool = { waiters.allCancelled }
             let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText), DocumentError> in
-                var buffer = TextBuffer()
-                do throws(LoadError) {
-                    let loaded = try TextFileLoader.load(
-                        path: path, encoding: encoding, progress: progress, isCancelled: isCancelled
-                    ) { piece in
-                        // The loader hands over well-formed UTF-8 only: straight into chunks.
-                        buffer.append(utf8: piece)
-                    }
-                    return .success((buffer, loaded))
-                } catch {
-                    return .failure(.load(error))
-                }
+                // Temp files a killed save left beside the file (beside a symlink's target, where
+                // saves write) go first.
+                SafeSave.sweepStaleTempFiles(nextTo: (try? SafeSave.resolveSymlinks(path)) ?? path)
+                return Self.loadText(path: path, encoding: encoding, progress: progress, isCancelled: isCancelled)
             } }
             task = Task { () -> Result<String, DocumentError> in
                 let result = await load.value
@@ -93,17 +97,57 @@ public actor DocumentStore {
                 encoding: loaded.encoding, hasByteOrderMark: loaded.hasByteOrderMark,
                 lineEnding: loaded.lineEnding, identity: loaded.identity)
             install(document)
+            hashInBackground(document.handle, buffer: buffer, encoding: loaded.encoding, byteOrderMark: loaded.hasByteOrderMark, identity: loaded.identity)
             return .success(document.handle)
         }
+    }
+
+    /// Reads a file into a new buffer. A large UTF-8 file is read as two halves on two threads, one
+    /// buffer each, joined in O(log n); other files come back as one part. Blocks: run it on a
+    /// thread of its own.
+    static func loadText(
+        path: String, encoding: TextEncoding?, progress: @escaping @Sendable (Int, Int) -> Void = { _, _ in },
+        isCancelled: @escaping @Sendable () -> Bool = { false }
+    ) -> Result<(TextBuffer, LoadedText), DocumentError> {
+        do throws(LoadError) {
+            let (parts, loaded) = try TextFileLoader.loadInParts(
+                path: path, encoding: encoding, progress: progress, isCancelled: isCancelled,
+                startingWith: TextBuffer()
+            ) { buffer, piece in
+                // The loader hands over well-formed UTF-8 only: straight into chunks.
+                buffer.append(utf8: piece)
+            }
+            return .success((TextBuffer(concatenating: parts), loaded))
+        } catch {
+            return .failure(.load(error))
+        }
+    }
+
+    /// Hashes the text just read, off the actor at idle priority, for the content part of the
+    /// file's identity. It hashes the text in memory encoded as the file was (the same bytes, byte
+    /// for byte), not the file, which may have changed since and which a straggling thread would
+    /// keep open; recorded if the document still holds that file's identity.
+    func hashInBackground(_ handle: String, buffer: TextBuffer, encoding: TextEncoding, byteOrderMark: Bool, identity: FileIdentity) {
+        Task.detached {
+            let hash = await runOnIdleThread { buffer.contentHash(encoding: encoding, byteOrderMark: byteOrderMark) }
+            if let hash { await self.recordHash(handle, hash: hash, identity: identity, of: identity) }
+        }
+    }
+
+    private func recordHash(_ handle: String, hash: UInt64, identity found: FileIdentity, of loaded: FileIdentity) {
+        guard found.sameState(as: loaded), documents[handle]?.identity.sameState(as: loaded) == true,
+              documents[handle]?.identity.contentHash == nil else { return }
+        documents[handle]!.identity.contentHash = hash
     }
 
     /// Creates a new file at `path` holding `text` (UTF-8, no byte order mark) and opens it. A file
     /// already at the path is never overwritten: `.alreadyExists`.
     public func create(path: String, text: String) throws(DocumentError) -> Document {
         let bytes = Array(text.utf8)
-        let identity: FileIdentity
+        var identity: FileIdentity
         do throws(FileSystemError) {
             identity = try FileCreation.createNew(path: path, bytes: bytes)
+            identity.contentHash = ContentHasher.hash(bytes)
         } catch {
             if error.code == "EEXIST" { throw .alreadyExists(path: path) }
             throw .fileSystem(error)
@@ -122,7 +166,7 @@ public actor DocumentStore {
         return "d\(nextHandle)"
     }
 
-    private func install(_ document: Document) {
+    func install(_ document: Document) {
         documents[document.handle] = document
         handleByPath[document.path] = document.handle
     }
@@ -146,7 +190,7 @@ public actor DocumentStore {
     public func edit(
         _ handle: String, version: Int64, edits: [TextEdit], encoding: PositionEncoding, label: String?, merge: Bool
     ) throws(DocumentError) -> Int64 {
-        try modify(handle) { (document) throws(DocumentError) -> Int64 in
+        try modify(handle, reason: .edited) { (document) throws(DocumentError) -> Int64 in
             try Self.checkEditable(document, version: version)
             let applied: [AppliedEdit]
             do throws(TextBufferError) {
@@ -165,18 +209,18 @@ public actor DocumentStore {
     /// Undoes the last step; answers the new version and the edits that turn the previous text into
     /// the new one (none when there was nothing to undo).
     public func undo(_ handle: String, version: Int64?, encoding: PositionEncoding) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
-        try step(handle, version: version) { document in document.history.undo(&document.buffer, encoding: encoding) }
+        try step(handle, version: version, reason: .undone) { document in document.history.undo(&document.buffer, encoding: encoding) }
     }
 
     /// Redoes the last undone step (see `undo`).
     public func redo(_ handle: String, version: Int64?, encoding: PositionEncoding) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
-        try step(handle, version: version) { document in document.history.redo(&document.buffer, encoding: encoding) }
+        try step(handle, version: version, reason: .redone) { document in document.history.redo(&document.buffer, encoding: encoding) }
     }
 
     private func step(
-        _ handle: String, version: Int64?, _ body: (inout Document) -> [TextEdit]?
+        _ handle: String, version: Int64?, reason: DocumentEvent.Reason, _ body: (inout Document) -> [TextEdit]?
     ) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
-        try modify(handle) { (document) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) in
+        try modify(handle, reason: reason) { (document) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) in
             try Self.checkEditable(document, version: version ?? document.version)
             guard let edits = body(&document) else { return (document.version, []) }
             document.version += 1
@@ -191,30 +235,18 @@ public actor DocumentStore {
         guard document.version == version else { throw .staleVersion(current: document.version, given: version) }
     }
 
-    /// Runs `body` on the stored document in place (no copy of its history or text).
-    private func modify<T>(_ handle: String, _ body: (inout Document) throws(DocumentError) -> T) throws(DocumentError) -> T {
-        guard documents[handle] != nil else { throw .unknownDocument(handle) }
-        return try body(&documents[handle]!)
-    }
-
-    // MARK: - Closing
-
-    /// What `close` does with unsaved edits.
-    public enum SavePolicy: String, Sendable {
-        /// Save first if there are unsaved changes (UIDocument's close).
-        case ifChanged
-        /// Drop them.
-        case never
-    }
-
-    /// Closes a document; answers whether it was saved. Until safe saving exists, `ifChanged` with
-    /// unsaved edits is refused rather than dropping them.
-    public func close(_ handle: String, save: SavePolicy) throws(DocumentError) -> Bool {
-        let document = try document(handle)
-        if save == .ifChanged, document.hasUnsavedChanges { throw .unsavedChanges(handle: handle) }
-        documents[handle] = nil
-        if handleByPath[document.path] == handle { handleByPath[document.path] = nil }
-        return false
+    /// Runs `body` on the stored document in place (no copy of its history or text); reports a
+    /// change of its state or of `hasUnsavedChanges` for `reason`, and schedules an autosave.
+    private func modify<T>(_ handle: String, reason: DocumentEvent.Reason, _ body: (inout Document) throws(DocumentError) -> T) throws(DocumentError) -> T {
+        // Only the few values compared are copied out: a copy of the document held across the
+        // mutation would make it copy its text and history.
+        guard let (state, wasUnsaved, version) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges, $0.version) }) else {
+            throw .unknownDocument(handle)
+        }
+        let result = try body(&documents[handle]!)
+        reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason)
+        if documents[handle]!.version != version { scheduleAutosave(handle) }
+        return result
     }
 }
 

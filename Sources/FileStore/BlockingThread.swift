@@ -1,3 +1,4 @@
+import CFileSystem
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -5,9 +6,95 @@
 /// Runs blocking file work on a thread of its own and awaits its result, so that reading a large
 /// file never occupies one of Swift's cooperative threads (there is one per processor: two loads on
 /// a two-core machine would otherwise stall every other request until one finished).
-public func runOnOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+///
+/// `niceness` (0 to 19) lowers the thread's priority.
+///
+/// The threads are kept a while for the next piece of work (``BlockingThreadPool``): creating a
+/// thread per save cost more than writing a 100 KB file.
+public func runOnOwnThread<T: Sendable>(niceness: Int32 = 0, _ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
-        startBlockingThread { continuation.resume(returning: body()) }
+        BlockingThreadPool.pool(niceness: niceness).run { continuation.resume(returning: body()) }
+    }
+}
+
+/// Threads for blocking work, created on demand and kept for a few seconds after their last job:
+/// a job never waits for another (a busy pool starts a thread), and a burst of saves reuses them.
+/// One pool per nice value: a thread's nice value can be raised but (without privilege) never
+/// lowered again, so a thread stays at the value it started with.
+final class BlockingThreadPool: @unchecked Sendable {
+    private static let normal = BlockingThreadPool(niceness: 0)
+    private static let lowered = BlockingThreadPool(niceness: 10)
+    /// Threads at idle priority (`SCHED_IDLE`, see ``runOnIdleThread(_:)``).
+    static let idlePriority = BlockingThreadPool(niceness: 0, idle: true)
+
+    /// The pool whose threads run at `niceness` (0 or 10; another value gets a pool of its own).
+    static func pool(niceness: Int32) -> BlockingThreadPool {
+        switch niceness {
+        case 0: return normal
+        case 10: return lowered
+        default: return BlockingThreadPool(niceness: niceness)
+        }
+    }
+
+    let niceness: Int32
+    let isIdlePriority: Bool
+    /// How long an idle thread waits for work before it ends.
+    static let idleSeconds = 5
+
+    /// Guards `jobs` and `idle` (a pthread mutex and condition: the Synchronization module's Mutex
+    /// has no condition to wait on).
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var jobs: [() -> Void] = []
+    private var idle = 0
+
+    private init(niceness: Int32, idle: Bool = false) {
+        self.niceness = niceness
+        isIdlePriority = idle
+        mutex = .allocate(capacity: 1)
+        condition = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(condition, nil)
+    }
+
+    /// Runs `job` on one of the pool's threads.
+    func run(_ job: @escaping () -> Void) {
+        pthread_mutex_lock(mutex)
+        jobs.append(job)
+        let start = idle < jobs.count
+        if !start { pthread_cond_signal(condition) }
+        pthread_mutex_unlock(mutex)
+        if start { startBlockingThread { self.serve() } }
+    }
+
+    /// A pooled thread's life: take jobs until none comes for `idleSeconds`.
+    private func serve() {
+        if niceness != 0 { _ = cfs_set_thread_nice(niceness) }
+        if isIdlePriority {
+            var parameters = sched_param()
+            // SCHED_IDLE is 5 (linux/sched.h); Glibc's module declares it only under _GNU_SOURCE.
+            _ = pthread_setschedparam(pthread_self(), 5, &parameters)
+        }
+        pthread_mutex_lock(mutex)
+        while true {
+            if jobs.isEmpty {
+                idle += 1
+                var deadline = timespec()
+                clock_gettime(CLOCK_REALTIME, &deadline)
+                deadline.tv_sec += Self.idleSeconds
+                var timedOut = false
+                while jobs.isEmpty && !timedOut {
+                    timedOut = pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT
+                }
+                idle -= 1
+                if jobs.isEmpty { break }
+            }
+            let job = jobs.removeFirst()
+            pthread_mutex_unlock(mutex)
+            job()
+            pthread_mutex_lock(mutex)
+        }
+        pthread_mutex_unlock(mutex)
     }
 }
 
@@ -16,12 +103,7 @@ public func runOnOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) asy
 /// loads or saves.
 public func runOnIdleThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { continuation in
-        startBlockingThread {
-            var parameters = sched_param()
-            // SCHED_IDLE is 5 (linux/sched.h); Glibc's module declares it only under _GNU_SOURCE.
-            _ = pthread_setschedparam(pthread_self(), 5, &parameters)
-            continuation.resume(returning: body())
-        }
+        BlockingThreadPool.idlePriority.run { continuation.resume(returning: body()) }
     }
 }
 

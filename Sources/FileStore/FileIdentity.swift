@@ -25,6 +25,13 @@ public struct FileIdentity: Sendable, Hashable {
         changeTime = Int64(status.st_ctim.tv_sec) * 1_000_000_000 + Int64(status.st_ctim.tv_nsec)
     }
 
+    /// The identity of the file at `path` now (symlinks followed); nil when there is none.
+    public static func current(path: String) -> FileIdentity? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return FileIdentity(status)
+    }
+
     /// Whether `other` describes the same file in the same state by its status alone (device,
     /// inode, size and both times; the content hash is not compared).
     public func sameState(as other: FileIdentity) -> Bool {

@@ -21,70 +21,91 @@ public enum SaveError: Error, Sendable, Equatable {
     case cancelled
 }
 
-/// Where a save's bytes go: the content producer calls ``write(_:)`` with the file's bytes in order.
-/// It buffers them into large writes, hashes them, reports progress and checks for cancellation.
+/// Where a save's bytes go: the content producer calls ``write(_:)`` with the file's bytes in order,
+/// in pieces it keeps unchanged (a rope's chunks). The sink gathers the pieces themselves, without
+/// copying them, and hands them to the kernel with `pwritev` (up to 1 MiB or 1,024 pieces a call);
+/// every 8 MiB it starts the writeback of what was written, so that the final `fsync` has less to
+/// do. It reports progress and checks for cancellation between calls.
 public final class SaveSink {
     let fd: Int32
     let path: String
-    private let buffer: UnsafeMutableRawBufferPointer
-    private var used = 0
+    /// Said after the failure in an error's message (what the file being written is).
+    let context: String?
+    /// The pieces not written yet (kept alive, and so their storage, until they are) and their bytes.
+    private var pending: [[UInt8]] = []
+    private var pendingBytes = 0
     /// Bytes handed to the file so far.
     private(set) var offset: off_t = 0
-    private(set) var hasher = ContentHasher()
+    /// Where the last started writeback ended.
+    private var writebackStart: off_t = 0
     private let progress: (Int) -> Void
     private let isCancelled: () -> Bool
 
-    init(fd: Int32, path: String, capacity: Int = 1 << 20, progress: @escaping (Int) -> Void, isCancelled: @escaping () -> Bool) {
+    static let flushBytes = 1 << 20
+    static let maximumPieces = 1024
+    static let writebackBytes: off_t = 8 << 20
+
+    init(fd: Int32, path: String, context: String? = nil, progress: @escaping (Int) -> Void, isCancelled: @escaping () -> Bool) {
         self.fd = fd
         self.path = path
-        buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 4096)
+        self.context = context
         self.progress = progress
         self.isCancelled = isCancelled
+        pending.reserveCapacity(Self.maximumPieces)
     }
 
-    deinit { buffer.deallocate() }
+    /// The bytes written so far (including those still pending).
+    public var count: Int { Int(offset) + pendingBytes }
 
-    /// The bytes written so far (including those still buffered).
-    public var count: Int { Int(offset) + used }
-
-    /// Appends `bytes` to the file.
-    public func write(_ bytes: UnsafeRawBufferPointer) throws(SaveError) {
-        guard var source = bytes.baseAddress, bytes.count > 0 else { return }
-        var remaining = bytes.count
-        while remaining > 0 {
-            if used == buffer.count { try flush() }
-            let take = min(remaining, buffer.count - used)
-            (buffer.baseAddress! + used).copyMemory(from: source, byteCount: take)
-            used += take
-            source += take
-            remaining -= take
-        }
-    }
-
-    /// Appends `bytes` to the file.
+    /// Appends `bytes` to the file. The array is kept, not copied, until it is written.
     public func write(_ bytes: [UInt8]) throws(SaveError) {
-        let result: Result<Void, SaveError> = bytes.withUnsafeBytes { raw in
-            do throws(SaveError) { try write(raw); return .success(()) } catch { return .failure(error) }
-        }
-        try result.get()
+        guard !bytes.isEmpty else { return }
+        pending.append(bytes)
+        pendingBytes += bytes.count
+        if pendingBytes >= Self.flushBytes || pending.count == Self.maximumPieces { try flush() }
     }
 
-    /// Writes out what is buffered: `pwrite` at the running offset, looping over short writes and
-    /// EINTR.
+    /// Writes out the pending pieces: `pwritev` at the running offset, looping over short writes
+    /// and EINTR.
     func flush() throws(SaveError) {
         if isCancelled() { throw .cancelled }
-        var done = 0
-        while done < used {
-            let wrote = pwrite(fd, buffer.baseAddress! + done, used - done, offset + off_t(done))
+        guard !pending.isEmpty else { return }
+        var vectors: [iovec] = []
+        vectors.reserveCapacity(pending.count)
+        for piece in pending {
+            // The storage of an array that stays alive and unchanged in `pending` meanwhile.
+            let base = piece.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
+            vectors.append(iovec(iov_base: base, iov_len: piece.count))
+        }
+        var first = 0
+        var written = 0
+        while first < vectors.count {
+            let wrote = vectors.withUnsafeBufferPointer { all in
+                pwritev(fd, all.baseAddress! + first, Int32(all.count - first), offset + off_t(written))
+            }
             if wrote < 0 {
                 if errno == EINTR { continue }
-                throw .fileSystem(FileSystemError(errno: errno, syscall: "pwrite", path: path))
+                throw .fileSystem(FileSystemError(errno: errno, syscall: "pwritev", path: path, reason: context))
             }
-            done += wrote
+            written += wrote
+            // Skip the vectors written whole; trim the one written in part.
+            var left = wrote
+            while first < vectors.count && left >= vectors[first].iov_len {
+                left -= vectors[first].iov_len
+                first += 1
+            }
+            if left > 0 {
+                vectors[first].iov_base += left
+                vectors[first].iov_len -= left
+            }
         }
-        hasher.update(UnsafeRawBufferPointer(start: buffer.baseAddress!, count: used))
-        offset += off_t(used)
-        used = 0
+        pending.removeAll(keepingCapacity: true)
+        pendingBytes = 0
+        offset += off_t(written)
+        if offset - writebackStart >= Self.writebackBytes {
+            _ = cfs_start_writeback(fd, Int64(writebackStart), Int64(offset - writebackStart))
+            writebackStart = offset
+        }
         progress(Int(offset))
     }
 }
@@ -134,7 +155,7 @@ public enum SafeSave {
     public struct Outcome: Sendable, Equatable {
         /// The file written (the end of any symlink chain).
         public var path: String
-        /// The new file's identity, with the hash of the bytes written.
+        /// The new file's identity (without a content hash).
         public var identity: FileIdentity
         /// Bytes written.
         public var size: Int
@@ -228,25 +249,37 @@ public enum SafeSave {
             if !renamed { unlinkat(directoryFD, tempName, 0) }
         }
         // 6. Every byte.
-        let sink = SaveSink(fd: tempFD, path: tempPath, progress: progress, isCancelled: isCancelled)
+        // Failures on the temp file are reported for the document's file (the temp file is gone by
+        // the time anyone reads the error), saying where they happened.
+        let context = "writing the new content to a temp file beside it (\(tempName), removed); the file is unchanged"
+        func failure(_ syscall: String, _ number: Int32 = errno) -> SaveError {
+            .fileSystem(FileSystemError(errno: number, syscall: syscall, path: target, reason: context))
+        }
+        let sink = SaveSink(fd: tempFD, path: target, context: context, progress: progress, isCancelled: isCancelled)
         try content(sink)
         try sink.flush()
         // 7. Owner and group, then the mode (chown clears setuid and setgid), then the extended
         // attributes (ACLs among them). A new file gets 0666 less the umask, as any new file.
         if let existing {
             if existing.st_uid != geteuid() || existing.st_gid != getegid() {
-                guard fchown(tempFD, existing.st_uid, existing.st_gid) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fchown", path: tempPath)) }
+                guard fchown(tempFD, existing.st_uid, existing.st_gid) == 0 else { throw failure("fchown") }
             }
-            guard fchmod(tempFD, existing.st_mode & 0o7777) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fchmod", path: tempPath)) }
-            try copyExtendedAttributes(from: target, to: tempFD, tempPath: tempPath)
+            guard fchmod(tempFD, existing.st_mode & 0o7777) == 0 else { throw failure("fchmod") }
+            try copyExtendedAttributes(from: target, to: tempFD, context: context)
+        } else if let inherited = try defaultACL(of: directory) {
+            // The directory has a default ACL: the kernel would ignore the umask and give a new
+            // file that ACL limited by the creation mode 0666 (what `touch` gets). The temp file
+            // was created 0600, so its inherited ACL is masked: set the one a 0666 file gets.
+            let access = Self.aclForNewFile(inherited, mode: 0o666)
+            guard cfs_fsetxattr(tempFD, "system.posix_acl_access", access, access.count) == 0 else { throw failure("fsetxattr") }
         } else {
-            guard fchmod(tempFD, 0o666 & ~processUmask) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fchmod", path: tempPath)) }
+            guard fchmod(tempFD, 0o666 & ~processUmask) == 0 else { throw failure("fchmod") }
         }
         // 8. Flushed before the rename, and close checked. A failed fsync is never retried (Linux
         // may have marked the pages clean): the save fails and the old file stays.
-        guard fsync(tempFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fsync", path: tempPath)) }
+        guard fsync(tempFD) == 0 else { throw failure("fsync") }
         tempOpen = false
-        guard close(tempFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "close", path: tempPath)) }
+        guard close(tempFD) == 0 else { throw failure("close") }
         if isCancelled() { throw .cancelled }
         // 3, again: a change made while the temp file was written is not overwritten either.
         if let existing, !request.force {
@@ -266,9 +299,9 @@ public enum SafeSave {
         renamed = true
         // 10. The directory entry flushed; if that fails the save stands but is not durable.
         let durable = fsync(directoryFD) == 0
-        // 11. The new identity, from the file now in place.
-        var identity = FileIdentity(try status(directoryFD, name, path: target) ?? stat())
-        identity.contentHash = sink.hasher.finalize()
+        // 11. The new identity, from the file now in place (the content hash is the caller's to
+        // add: it can compute it off the critical path from what it wrote).
+        let identity = FileIdentity(try status(directoryFD, name, path: target) ?? stat())
         return Outcome(path: target, identity: identity, size: sink.count, durable: durable, method: .rename)
     }
 
@@ -339,9 +372,7 @@ public enum SafeSave {
         guard fstat(fileFD, &status) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fstat", path: target)) }
         fileOpen = false
         guard close(fileFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "close", path: target)) }
-        var identity = FileIdentity(status)
-        identity.contentHash = sink.hasher.finalize()
-        return Outcome(path: target, identity: identity, size: sink.count, durable: true, method: .inPlace)
+        return Outcome(path: target, identity: FileIdentity(status), size: sink.count, durable: true, method: .inPlace)
     }
 
     /// Copies all of `from` (from its start) over `to` (from its start, truncated to the length).
@@ -443,8 +474,11 @@ public enum SafeSave {
             let fd = openat(directoryFD, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             if fd >= 0 { return (fd, name) }
             if errno != EEXIST {
-                throw .fileSystem(FileSystemError(errno: errno, syscall: "openat", path: directory + "/" + name,
-                    reason: errno == EACCES || errno == EPERM ? "the directory does not allow new files, so the file cannot be replaced safely" : nil))
+                // The user's concern is the directory, not our temp name.
+                let number = errno
+                let refused = number == EACCES || number == EPERM || number == EROFS
+                throw .fileSystem(FileSystemError(errno: number, syscall: "openat", path: directory,
+                    reason: refused ? "no new file may be created in the directory, and a safe save needs one beside the file" : "creating a temp file in the directory"))
             }
         }
         throw .fileSystem(FileSystemError(errno: EEXIST, syscall: "openat", path: directory))
@@ -453,7 +487,7 @@ public enum SafeSave {
     /// Copies the extended attributes (user attributes, ACLs, security labels) of `source` onto the
     /// temp file. A file system without them is fine; attributes the process may not set
     /// (`trusted.*`, `security.*` without privilege) are skipped, every other failure fails the save.
-    private static func copyExtendedAttributes(from source: String, to fd: Int32, tempPath: String) throws(SaveError) {
+    private static func copyExtendedAttributes(from source: String, to fd: Int32, context: String) throws(SaveError) {
         let names = try listAttributes(source)
         for name in names {
             var size = cfs_lgetxattr(source, name, nil, 0)
@@ -465,7 +499,7 @@ public enum SafeSave {
                 let number = errno
                 let privileged = name.hasPrefix("trusted.") || name.hasPrefix("security.")
                 if privileged && (number == EPERM || number == EACCES || number == ENOTSUP) { continue }
-                throw .fileSystem(FileSystemError(errno: number, syscall: "fsetxattr", path: tempPath, reason: "copying the attribute \(name)"))
+                throw .fileSystem(FileSystemError(errno: number, syscall: "fsetxattr", path: source, reason: "copying the attribute \(name), \(context)"))
             }
         }
     }
@@ -486,6 +520,41 @@ public enum SafeSave {
             }
             return list[0..<got].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
         }
+    }
+
+    /// The directory's default ACL (the `system.posix_acl_default` attribute), if it has one.
+    private static func defaultACL(of directory: String) throws(SaveError) -> [UInt8]? {
+        let name = "system.posix_acl_default"
+        let size = cfs_lgetxattr(directory, name, nil, 0)
+        if size < 0 {
+            if errno == ENODATA || errno == ENOTSUP { return nil }
+            throw .fileSystem(FileSystemError(errno: errno, syscall: "lgetxattr", path: directory))
+        }
+        var value = [UInt8](repeating: 0, count: Int(size))
+        let got = cfs_lgetxattr(directory, name, &value, value.count)
+        guard got >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "lgetxattr", path: directory)) }
+        return got > 4 ? Array(value[0..<got]) : nil
+    }
+
+    /// The access ACL the kernel gives a file created with `mode` in a directory whose default ACL
+    /// is `inherited` (posix_acl_create_masq): the owner, the mask (or the owning group when there
+    /// is no mask) and others limited by the mode; named entries unchanged. Linux's xattr format:
+    /// a 4-byte version, then 8-byte entries (tag, permissions, id), little-endian.
+    static func aclForNewFile(_ inherited: [UInt8], mode: mode_t) -> [UInt8] {
+        var acl = inherited
+        let hasMask = stride(from: 4, to: acl.count - 7, by: 8).contains { acl[$0] == 0x10 }
+        for offset in stride(from: 4, to: acl.count - 7, by: 8) {
+            let tag = UInt16(acl[offset]) | UInt16(acl[offset + 1]) << 8
+            let limit: UInt8
+            switch tag {
+            case 0x01: limit = UInt8((mode >> 6) & 7)  // ACL_USER_OBJ
+            case 0x04 where !hasMask, 0x10: limit = UInt8((mode >> 3) & 7)  // ACL_GROUP_OBJ, ACL_MASK
+            case 0x20: limit = UInt8(mode & 7)  // ACL_OTHER
+            default: continue
+            }
+            acl[offset + 2] &= limit
+        }
+        return acl
     }
 
     /// The process's umask, read without changing it (umask(2) would, for every thread).

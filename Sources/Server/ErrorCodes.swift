@@ -17,10 +17,12 @@ extension ErrorCode {
     public static let alreadyExists = ErrorCode(rawValue: -32013)
     /// -32014: the file does not decode as text; `data` names the byte offset.
     public static let notText = ErrorCode(rawValue: -32014)
-    /// -32015: closing would drop unsaved edits.
-    public static let unsavedChanges = ErrorCode(rawValue: -32015)
     /// -32016: the path is a directory or a special file.
     public static let notRegularFile = ErrorCode(rawValue: -32016)
+    /// -32017: the file changed on disk since it was read or saved; the save was refused.
+    public static let changedOnDisk = ErrorCode(rawValue: -32017)
+    /// -32018: the text holds a character the file's encoding cannot represent.
+    public static let unencodable = ErrorCode(rawValue: -32018)
 }
 
 extension FileSystemError {
@@ -62,11 +64,33 @@ extension Server {
             return .cancelled(id)
         case .alreadyExists(let path):
             return ResponseError(.alreadyExists, "A file already exists at \(path); it was left as it is", data: ["uri": .string(FileURI.uri(from: path))])
-        case .unsavedChanges(let handle):
+        case .save(.fileSystem(let detail)):
+            return ResponseError(.fileSystemError, detail.message, data: detail.json)
+        case .save(.changedOnDisk(let path, let expected, let found)):
+            let what = found == nil ? "was deleted" : "changed on disk"
             return ResponseError(
-                .unsavedChanges,
-                "Document \(handle) has unsaved changes; saving is not available yet, so close it with save: \"never\" to drop them",
-                data: ["document": .string(handle)])
+                .changedOnDisk,
+                "\(path) \(what) since it was read or last saved; save with force to overwrite it, or revert",
+                data: ["path": .string(path), "uri": .string(FileURI.uri(from: path)), "expectedEtag": .string(etag(expected)),
+                       "etag": found.map { .string(etag($0)) } ?? .null])
+        case .save(.notRegularFile(let path, let kind)):
+            return ResponseError(.notRegularFile, "\(path) is a \(kind), not a regular file", data: ["path": .string(path), "kind": .string(kind)])
+        case .save(.alreadyExists(let path)):
+            return ResponseError(
+                .alreadyExists, "A file already exists at \(path); it was left as it is (save with force to replace it)",
+                data: ["uri": .string(FileURI.uri(from: path))])
+        case .openElsewhere(let path, let handle):
+            return ResponseError(
+                .alreadyExists, "\(path) is open as document \(handle); close it first",
+                data: ["uri": .string(FileURI.uri(from: path)), "document": .string(handle)])
+        case .save(.unencodable(let offset, let scalar, let encoding)):
+            let hex = String(scalar, radix: 16, uppercase: true)
+            let name = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            return ResponseError(
+                .unencodable, "The text holds \(name) (at UTF-8 offset \(offset)), which \(encoding.rawValue) cannot represent; save as another encoding",
+                data: ["offset": .integer(Int64(offset)), "character": .string(name), "encoding": .string(encoding.rawValue)])
+        case .save(.cancelled):
+            return .cancelled(id)
         case .editingDisabled(let handle, let reason):
             return ResponseError(.editingDisabled, "Editing document \(handle) is disabled: \(reason)", data: ["document": .string(handle)])
         }

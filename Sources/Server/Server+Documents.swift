@@ -107,19 +107,6 @@ extension Server {
         }
     }
 
-    /// `document/close`: `save` is `ifChanged` (the default; refused while edits are unsaved, until
-    /// saving exists) or `never`.
-    func closeDocument(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
-        let params = try Params(byName: rawParams, method: "document/close")
-        let handle = try params.string("document")
-        let policy = try params.optionalEnumeration("save", ["ifChanged", "never"]).flatMap(DocumentStore.SavePolicy.init) ?? .ifChanged
-        do throws(DocumentError) {
-            return ["saved": .bool(try await store.close(handle, save: policy))]
-        } catch {
-            throw Self.responseError(error, id: .null)
-        }
-    }
-
     // MARK: - Encoding results
 
     /// The document info `document/open` and `document/create` answer.

@@ -1,6 +1,7 @@
 import JSON
 import JSONRPC
 import TextBuffer
+import DocumentSession
 
 /// LSP's trace levels (`$/setTrace`).
 public enum TraceLevel: String, Sendable, CaseIterable {
@@ -10,7 +11,7 @@ public enum TraceLevel: String, Sendable, CaseIterable {
 extension Server {
     /// `initialize`: negotiates the position encoding and the trace level; answers the server's
     /// info and capabilities.
-    func initialize(_ rawParams: JSONValue?) throws(ResponseError) -> JSONValue {
+    func initialize(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
         let params = try Params(byName: rawParams, method: "initialize")
         // Read everything before changing anything: a bad field leaves the server uninitialized.
         _ = try params.optionalInteger("processId")
@@ -31,10 +32,22 @@ extension Server {
         // The first encoding the client lists that the server knows; utf-16 when none is listed
         // (every LSP client must support it).
         let chosen = offered?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
+        var autosave = AutosavePolicy.off
+        if let options = try params.optionalObject("initializationOptions"), let settings = try options.optionalObject("autosave") {
+            let policy = try settings.optionalEnumeration("policy", ["off", "afterDelay"]) ?? "off"
+            let delay = try settings.optionalInteger("delay", in: 1...86_400_000)
+            if policy == "afterDelay" { autosave = .afterDelay(milliseconds: Int(delay ?? 2000)) }
+        }
 
         positionEncoding = chosen
         if let traceLevel { trace = TraceLevel(rawValue: traceLevel) ?? .off }
         lifecycle = .running
+        await store.setAutosave(autosave)
+        let autosaveJSON: JSONValue
+        switch autosave {
+        case .off: autosaveJSON = ["policy": "off"]
+        case .afterDelay(let milliseconds): autosaveJSON = ["policy": "afterDelay", "delay": .integer(Int64(milliseconds))]
+        }
         return [
             "serverInfo": ["name": .string(Self.name), "version": .string(Self.version)],
             "capabilities": [
@@ -42,6 +55,7 @@ extension Server {
                 "maxMessageSize": .integer(Int64(configuration.maxMessageSize)),
                 "batches": true,
                 "cancellation": true,
+                "autosave": autosaveJSON,
             ],
         ]
     }
@@ -52,9 +66,11 @@ extension Server {
     }
 
     /// `shutdown`: stop accepting work; answers null.
-    func shutdown(_ params: JSONValue?) throws(ResponseError) -> JSONValue {
+    func shutdown(_ params: JSONValue?) async throws(ResponseError) -> JSONValue {
         try Params.expectNone(params, method: "shutdown")
         lifecycle = .shutDown
+        // Nothing is saved after shutdown, autosave included.
+        await store.setAutosave(.off)
         return .null
     }
 

@@ -40,13 +40,16 @@ public final class Server: MessageHandler {
     let writer: MessageWriter
     let logger: Logger
     let configuration: Configuration
-    /// The open documents.
-    let store = DocumentStore()
+    /// The open documents; their state changes go out as `document/stateChanged`.
+    let store: DocumentStore
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         self.writer = writer
         self.logger = logger
         self.configuration = configuration
+        store = DocumentStore(events: { event in
+            writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
+        })
     }
 
     // MARK: - Method table
@@ -56,8 +59,8 @@ public final class Server: MessageHandler {
 
     /// The requests the server answers, by method name. Adding a method: see the README's checklist.
     static let requestHandlers: [String: RequestHandler] = [
-        "initialize": { server, request, _ throws(ResponseError) in .now(.success(try server.initialize(request.params))) },
-        "shutdown": { server, request, _ throws(ResponseError) in .now(.success(try server.shutdown(request.params))) },
+        "initialize": { server, request, _ throws(ResponseError) in .now(.success(try await server.initialize(request.params))) },
+        "shutdown": { server, request, _ throws(ResponseError) in .now(.success(try await server.shutdown(request.params))) },
         "document/open": { server, request, context throws(ResponseError) in try server.openDocument(request.params, context) },
         "document/create": { server, request, _ throws(ResponseError) in .now(.success(try await server.createDocument(request.params))) },
         "document/read": { server, request, _ throws(ResponseError) in .now(.success(try await server.readDocument(request.params))) },
@@ -65,7 +68,9 @@ public final class Server: MessageHandler {
         "document/undo": { server, request, _ throws(ResponseError) in .now(.success(try await server.undoOrRedo(request.params, undo: true))) },
         "document/redo": { server, request, _ throws(ResponseError) in .now(.success(try await server.undoOrRedo(request.params, undo: false))) },
         "document/state": { server, request, _ throws(ResponseError) in .now(.success(try await server.documentState(request.params))) },
-        "document/close": { server, request, _ throws(ResponseError) in .now(.success(try await server.closeDocument(request.params))) },
+        "document/close": { server, request, context throws(ResponseError) in try await server.closeDocument(request.params, context) },
+        "document/save": { server, request, context throws(ResponseError) in try await server.saveDocument(request.params, context) },
+        "document/revert": { server, request, context throws(ResponseError) in try await server.revertDocument(request.params, context) },
     ]
 
     /// The notifications the server acts on, by method name.
@@ -82,7 +87,7 @@ public final class Server: MessageHandler {
     }
 
     /// Every notification the server may send.
-    public static let serverNotifications: Set<String> = ["$/logTrace", "$/progress"]
+    public static let serverNotifications: Set<String> = ["$/logTrace", "$/progress", "document/stateChanged"]
 
     // MARK: - MessageHandler
 

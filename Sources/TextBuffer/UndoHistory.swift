@@ -17,6 +17,21 @@ public struct UndoHistory: Sendable {
         var edits: [AppliedEdit]
         var label: String?
         var cost: Int
+        /// Unique in this history; with `revision` (bumped by each merge) it names the state the
+        /// step leads to, for ``Mark``.
+        var id = 0
+        var revision = 0
+    }
+
+    /// One state of the history, taken when a save starts from a snapshot of the text, so that the
+    /// save can make exactly that state the clean point when it ends, whatever happened meanwhile
+    /// (UIDocument's change-count token): edits made during the save stay unsaved.
+    public struct Mark: Sendable, Equatable {
+        /// The step whose redo leads to the state (nil: the state before every kept step).
+        fileprivate let stepID: Int?
+        fileprivate let revision: Int
+        /// Steps dropped from the oldest end when the mark was taken.
+        fileprivate let dropped: Int
     }
 
     /// The memory counted for each edit besides its text.
@@ -29,6 +44,10 @@ public struct UndoHistory: Sendable {
     private var position = 0
     /// The state (a value of `position`) that matches the saved file; `nil` when unreachable.
     private var cleanPosition: Int? = 0
+
+    /// The next step id, and how many steps were dropped from the oldest end (or forgotten).
+    private var nextID = 1
+    private var dropped = 0
 
     /// The number of changes recorded, undone or redone since creation: it only goes up.
     public private(set) var changeCount = 0
@@ -73,6 +92,27 @@ public struct UndoHistory: Sendable {
         cleanPosition = position
     }
 
+    /// The current state, to pass to ``markClean(at:)`` later.
+    public var mark: Mark {
+        guard canUndo else { return Mark(stepID: nil, revision: 0, dropped: dropped) }
+        return Mark(stepID: steps[position - 1].id, revision: steps[position - 1].revision, dropped: dropped)
+    }
+
+    /// Makes the state `mark` names the clean point: the current text if nothing changed since the
+    /// mark, an earlier or later state reachable by undo or redo if it still exists, and none (the
+    /// document stays unsaved until the next save) if that state can no longer be reached.
+    public mutating func markClean(at mark: Mark) {
+        guard let id = mark.stepID else {
+            cleanPosition = mark.dropped == dropped ? first : nil
+            return
+        }
+        if let index = steps[first...].firstIndex(where: { $0.id == id }), steps[index].revision == mark.revision {
+            cleanPosition = index + 1
+        } else {
+            cleanPosition = nil
+        }
+    }
+
     /// Records the edits of one request (as returned by ``TextBuffer/apply(edits:encoding:)``)
     /// as a new undo step, dropping the redo steps.
     ///
@@ -95,9 +135,11 @@ public struct UndoHistory: Sendable {
         if merge && canUndo && cleanPosition != position {
             steps[position - 1].edits.append(contentsOf: edits)
             steps[position - 1].cost += cost
+            steps[position - 1].revision += 1
             if steps[position - 1].label == nil { steps[position - 1].label = label }
         } else {
-            steps.append(Step(edits: edits, label: label, cost: cost))
+            steps.append(Step(edits: edits, label: label, cost: cost, id: nextID))
+            nextID += 1
             position += 1
         }
         trim()
@@ -149,6 +191,7 @@ public struct UndoHistory: Sendable {
         first = 0
         position = 0
         byteCount = 0
+        dropped += 1
         cleanPosition = isClean ? 0 : nil
     }
 
@@ -168,6 +211,7 @@ public struct UndoHistory: Sendable {
             steps[first] = Step(edits: [], label: nil, cost: 0)
             if cleanPosition == first { cleanPosition = nil }
             first += 1
+            dropped += 1
         }
         while byteCount > byteLimit && canRedo {
             byteCount -= steps.removeLast().cost

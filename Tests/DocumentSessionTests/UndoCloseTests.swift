@@ -1,3 +1,4 @@
+import Foundation
 import DocumentSession
 import FileStore
 import Testing
@@ -135,16 +136,31 @@ struct UndoTests {
 
 @Suite("DocumentStore: closing")
 struct CloseTests {
-    @Test("close ifChanged with unsaved edits is refused; the document stays open with its edits")
-    func ifChangedRefused() async throws {
+    @Test("close ifChanged with unsaved edits saves them, then closes")
+    func ifChangedSaves() async throws {
         let (store, handle, directory) = try await storeWithDocument("disk")
         _ = try await store.edit(handle, version: 1, edits: [insert("!", at: 0, 4)], encoding: .utf16, label: nil, merge: false)
-        #expect(await thrownError { try await store.close(handle, save: .ifChanged) } == .unsavedChanges(handle: handle))
+        #expect(try await store.close(handle, save: .ifChanged) == true)
+        #expect(await store.count == 0)
+        #expect(try contents(directory.file("doc.txt")) == bytes("disk!"))
+    }
+
+    @Test("close ifChanged whose save fails keeps the document open with its edits and savingError")
+    func ifChangedFailureKeepsDocument() async throws {
+        let (store, handle, directory) = try await storeWithDocument("disk")
+        _ = try await store.edit(handle, version: 1, edits: [insert("!", at: 0, 4)], encoding: .utf16, label: nil, merge: false)
+        // The file turns into a directory: the save cannot replace it.
+        try FileManager.default.removeItem(atPath: directory.file("doc.txt"))
+        try FileManager.default.createDirectory(atPath: directory.file("doc.txt"), withIntermediateDirectories: false)
+        let error = await thrownError { try await store.close(handle, save: .ifChanged) }
+        #expect(error == .save(.notRegularFile(path: directory.file("doc.txt"), kind: "directory")))
         let document = try await store.document(handle)
         #expect(document.buffer.text == "disk!")
-        #expect(document.version == 2)
+        #expect(document.hasUnsavedChanges)
+        #expect(document.state == .savingError)
         #expect(await store.count == 1)
-        #expect(try contents(directory.file("doc.txt")) == bytes("disk"))
+        // Edits are accepted again.
+        _ = try await store.edit(handle, version: 2, edits: [insert("?", at: 0, 5)], encoding: .utf16, label: nil, merge: false)
     }
 
     @Test("close ifChanged of a clean document (never edited, or undone back) closes it unsaved")

@@ -435,30 +435,29 @@ struct DocumentTests {
         try session.shutdownAndExit()
     }
 
-    @Test("close: ifChanged (the default) refuses unsaved edits with -32015; never drops them; then the handle is unknown")
+    @Test("close: never drops unsaved edits; ifChanged (the default) saves them first; then the handle is unknown")
     func close() throws {
         let directory = try TestDirectory()
         let path = try directory.write("close.txt", "on disk\n")
         let session = try Session.documents()
         try session.open(path)
         try session.edit("d1", version: 1, [Edit(whole: "edited\n")])
-        for params: JSONValue in [["document": "d1"], ["document": "d1", "save": "ifChanged"]] {
-            let error = try session.callFailing("document/close", params, code: -32015)
-            #expect(error["data"]?["document"] == "d1")
-        }
-        #expect(try session.read("d1") == ("edited\n", 2))
         #expect(try session.call("document/close", ["document": "d1", "save": "never"]) == ["saved": false])
         for method in ["document/read", "document/state", "document/close", "document/undo"] {
             try session.callFailing(method, ["document": "d1"], code: -32011)
         }
         #expect(try directory.contents("close.txt") == Array("on disk\n".utf8))
-        // Open again: a new handle, the text from disk.
+        // Open again: a new handle, the text from disk; closed with the default, the edit is saved.
         let info = try session.open(path)
         #expect(info["document"] == "d2")
         #expect(info["text"] == "on disk\n")
         #expect(info["version"] == 1)
-        // A clean document closes with ifChanged.
-        #expect(try session.call("document/close", ["document": "d2"]) == ["saved": false])
+        try session.edit("d2", version: 1, [Edit(whole: "saved by close\n")])
+        #expect(try session.call("document/close", ["document": "d2"]) == ["saved": true])
+        #expect(try directory.contents("close.txt") == Array("saved by close\n".utf8))
+        // A clean document closes with ifChanged without saving.
+        try session.open(path)
+        #expect(try session.call("document/close", ["document": "d3", "save": "ifChanged"]) == ["saved": false])
         try session.shutdownAndExit()
     }
 

@@ -153,6 +153,11 @@ struct ProcessHygieneTests {
         let run = try RawRun.run(["demo"])
         #expect(run.status == 0, "stdout: \(run.stdoutText) stderr: \(run.stderr)")
         #expect(run.stdoutText.contains("server exited with status 0"), "\(run.stdoutText)")
+        // It saves, shows a failed save with its detail, and closes saving the last edit.
+        for shown in [#""reason":"saved""#, #""method":"rename""#, #""code":-32010"#, #""reason":"saveFailed""#,
+                      #""syscall":"openat","path":"/sys""#, #""result":{"saved":true}"#, "- pears 🍐\n- milk\n"] {
+            #expect(run.stdoutText.contains(shown), "the demo should show \(shown)")
+        }
     }
 
     // MARK: - Tracing

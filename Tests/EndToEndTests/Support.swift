@@ -106,6 +106,22 @@ func expectResult(_ message: JSONValue, id: JSONValue, sourceLocation: SourceLoc
 final class Session {
     let server: ServerProcess
     private var probeCount = 0
+    /// The `document/stateChanged` notifications received so far, in order. They are taken out of
+    /// the stream `next()` reads: most tests are about other things, and the state tests read them
+    /// here (``takeStateChanges()``).
+    private(set) var stateChanges: [JSONValue] = []
+
+    static func isStateChange(_ message: JSONValue) -> Bool { message["method"] == "document/stateChanged" }
+
+    /// The state changes received since the last call, waiting up to `timeout` for at least `count`.
+    func takeStateChanges(atLeast count: Int = 0, timeout: Double = 5) throws -> [JSONValue] {
+        stateChanges += server.takeQueued(where: Self.isStateChange)
+        while stateChanges.count < count {
+            stateChanges.append(try server.waitFor(timeout: timeout, what: "a document/stateChanged", Self.isStateChange))
+        }
+        defer { stateChanges = [] }
+        return stateChanges
+    }
 
     /// Starts `docsession` with `arguments` (none: the default, serving on stdio).
     init(_ arguments: [String] = [], environment: [String: String]? = nil) throws {
@@ -145,7 +161,13 @@ final class Session {
     }
 
     /// The next message the server wrote, whatever it is.
-    func next() throws -> JSONValue { try server.nextMessage(timeout: e2eTimeout) }
+    func next() throws -> JSONValue {
+        while true {
+            let message = try server.nextMessage(timeout: e2eTimeout)
+            guard Self.isStateChange(message) else { return message }
+            stateChanges.append(message)
+        }
+    }
 
     // Lifecycle.
 
@@ -183,7 +205,7 @@ final class Session {
     /// byte the server wrote correctly framed.
     func finish(status: Int32, sourceLocation: SourceLocation = #_sourceLocation) throws {
         server.closeInput()
-        let leftovers = try server.drain(timeout: e2eTimeout)
+        let leftovers = try server.drain(timeout: e2eTimeout).filter { !Self.isStateChange($0) }
         #expect(leftovers.isEmpty, "unexpected messages: \(leftovers.map(\.jsonText))", sourceLocation: sourceLocation)
         let actual = try server.waitForExit(timeout: e2eTimeout)
         #expect(actual == status, "exit status; stderr: \(server.stderrText)", sourceLocation: sourceLocation)

@@ -28,7 +28,7 @@ func entries(_ directory: String) throws -> [String] { try FileManager.default.c
 
 @Suite("SafeSave: the save protocol")
 struct SafeSaveTests {
-    @Test("a save replaces the content through a temp file: new inode, mode and xattr kept, no temp left, identity and hash of the new bytes")
+    @Test("a save replaces the content through a temp file: new inode, mode and xattr kept, no temp left, the new identity")
     func replaces() throws {
         let path = writeTemporaryFile(Array("old\n".utf8), name: "doc.txt")
         chmod(path, 0o640)
@@ -43,7 +43,6 @@ struct SafeSaveTests {
         #expect(outcome.durable)
         #expect(outcome.identity.inode != before.inode)
         #expect(outcome.identity.sameState(as: try identity(path)))
-        #expect(outcome.identity.contentHash == ContentHasher.hash(Array("new text\n".utf8)))
         #expect(try fileStatusMode(path) == 0o640)
         if hasAttributes {
             var value = [UInt8](repeating: 0, count: 16)
@@ -190,7 +189,7 @@ struct SafeSaveTests {
         #expect(try entries(SafeSave.split(path).directory) == ["doc.txt"])
     }
 
-    @Test("large contents go out in pieces: progress reaches the size, the bytes and hash are exact")
+    @Test("large contents go out in pieces (gathered, not copied): progress reaches the size, the bytes are exact")
     func large() throws {
         let path = writeTemporaryFile([], name: "big.txt")
         var generator = SystemRandomNumberGenerator()
@@ -206,7 +205,6 @@ struct SafeSaveTests {
         }
         #expect(outcome.size == bytes.count)
         #expect(try contentsOf(path) == bytes)
-        #expect(outcome.identity.contentHash == ContentHasher.hash(bytes))
         #expect(progress.values.last == bytes.count)
     }
 

@@ -3,7 +3,10 @@
 protocol/README.md (§8.1) and the examples of protocol/openrpc.json name files in
 /tmp/docsession-protocol-fixtures/. `make_fixtures()` deletes that directory and creates it afresh
 with exactly the files listed in FILES (and the symbolic link in LINKS), every one with the
-modification time FIXTURE_DATE, so that what the server answers about them is deterministic.
+modification time FIXTURE_DATE, so that what the server answers about them is deterministic, and
+the hard links in HARD_LINKS. `change_fixture()` and `delete_fixture()` play another program that
+changes a file behind the server's back (the transcript directives `(file NAME now holds "TEXT")`
+and `(file NAME deleted)`, README §1).
 
 Several test runs on one machine would share the directory, so a run holds an exclusive lock on
 LOCK_PATH from start to end (see conftest.py): a second run waits for the first.
@@ -44,10 +47,15 @@ FILES: dict[str, bytes] = {
     # ISO 8859-1: byte 0xE9 is é there, and not valid UTF-8.
     "latin1.txt": b"caf\xe9\n",
     "big.txt": BIG_TEXT.encode("ascii"),
+    # A file with two names (see HARD_LINKS): a save keeps its inode ("method": "inPlace").
+    "shared.txt": b"Shared\n",
 }
 
 # name -> target: a second path for notes.txt.
 LINKS: dict[str, str] = {"link.txt": "notes.txt"}
+
+# name -> existing file: a hard link, a second name of the same inode.
+HARD_LINKS: dict[str, str] = {"shared-link.txt": "shared.txt"}
 
 
 def uri(name: str) -> str:
@@ -67,7 +75,32 @@ def make_fixtures() -> Path:
         os.utime(path, ns=(FIXTURE_NS, FIXTURE_NS))
     for name, target in LINKS.items():
         os.symlink(target, ROOT / name)
+    for name, target in HARD_LINKS.items():
+        os.link(ROOT / target, ROOT / name)
     return ROOT
+
+
+def fixture_path(name: str) -> Path:
+    """A file of the fixture directory by its plain name (no directories, no dot-dot)."""
+    if "/" in name or name in ("", ".", ".."):
+        raise ValueError(f"not a plain file name: {name!r}")
+    return ROOT / name
+
+
+def change_fixture(name: str, text: str) -> None:
+    """Writes `text` (UTF-8) over the content of an existing fixture file, in place (same inode),
+    as another program would: its size, modification and status-change times change."""
+    path = fixture_path(name)
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    with open(path, "r+b") as out:
+        out.write(text.encode("utf-8"))
+        out.truncate()
+
+
+def delete_fixture(name: str) -> None:
+    """Deletes a fixture file, as another program would."""
+    fixture_path(name).unlink()
 
 
 def lock() -> IO[bytes]:

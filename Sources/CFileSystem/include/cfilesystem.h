@@ -17,4 +17,10 @@ int cfs_fsetxattr(int fd, const char *name, const void *value, size_t size);
 ssize_t cfs_flistxattr(int fd, char *list, size_t size);
 ssize_t cfs_fgetxattr(int fd, const char *name, void *value, size_t size);
 
+/// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts writeback of a range without waiting.
+int cfs_start_writeback(int fd, long long offset, long long length);
+
+/// Sets the calling thread's nice value (Linux schedules threads separately).
+int cfs_set_thread_nice(int nice);
+
 #endif

@@ -1,0 +1,47 @@
+/// What a document tells its clients without being asked: produced by the ``DocumentStore`` as
+/// values, turned into notifications by the server.
+public struct DocumentEvent: Sendable, Equatable {
+    /// Why the state changed.
+    public enum Reason: String, Sendable {
+        /// An edit made the document differ from its file.
+        case edited
+        /// An undo or redo made it differ, or match again.
+        case undone, redone
+        /// A long save started (`progressAvailable`).
+        case saving
+        /// A save succeeded.
+        case saved
+        /// A save failed: `error` says why; the edits are kept.
+        case saveFailed
+        /// A save found the file changed on disk since it was read (`inConflict`).
+        case externalChange
+        /// A revert started (`editingDisabled`), ended, or failed.
+        case reverting, reverted, revertFailed
+        /// A close started saving (`editingDisabled`), or the document was closed.
+        case closing, closed
+        /// A save was cancelled before it replaced the file.
+        case saveCancelled
+    }
+
+    public var handle: String
+    /// The file's path (after a save-as, the new one).
+    public var path: String
+    public var version: Int64
+    public var state: DocumentState
+    public var previousState: DocumentState
+    public var hasUnsavedChanges: Bool
+    public var reason: Reason
+    /// The failure that caused the change, if one did.
+    public var error: DocumentError?
+    /// Whether an autosave (rather than a client's request) caused it.
+    public var autosave: Bool
+}
+
+/// When the store saves documents by itself.
+public enum AutosavePolicy: Sendable, Equatable {
+    /// Never: clients save (the default; an editor over stdio owns its save command).
+    case off
+    /// After this many milliseconds without a change, if there are unsaved changes and the
+    /// document is not in conflict.
+    case afterDelay(milliseconds: Int)
+}

@@ -1,0 +1,436 @@
+import FileStore
+import TextBuffer
+
+/// What a save did.
+public struct SaveResult: Sendable, Equatable {
+    /// The version that was written (edits made while the save ran are later versions, unsaved).
+    public var version: Int64
+    /// The file written (after a save-as, the new one; for a symlink, the link's path).
+    public var path: String
+    /// The file's new identity.
+    public var identity: FileIdentity
+    public var size: Int
+    /// Whether the directory entry was flushed too.
+    public var durable: Bool
+    public var method: SafeSave.Method
+}
+
+extension DocumentStore {
+    /// Documents at least this large set `progressAvailable` while a save or revert runs.
+    static let progressThreshold = 1 << 20
+
+    // MARK: - Saving
+
+    /// Saves a document: to its file, or with `to` to a new file that the session then moves to
+    /// (never replacing an existing file unless `force`). Runs on a snapshot of the text off the
+    /// actor: edits keep applying meanwhile and stay unsaved after it. One save, revert or close
+    /// runs at a time per document; a second waits. This entry point takes the text when its turn
+    /// comes (autosave); a client's save takes it when asked (``beginSave(_:to:force:)``).
+    ///
+    /// A file changed on disk since it was read or saved is not overwritten unless `force`: the
+    /// document gains `inConflict`. Any other failure gives `savingError` (cleared by the next
+    /// successful save); the text is kept either way.
+    public func save(
+        _ handle: String, to newPath: String? = nil, force: Bool = false, autosave: Bool = false,
+        progress: @escaping @Sendable (Int, Int) -> Void = { _, _ in },
+        isCancelled: @escaping @Sendable () -> Bool = { false }
+    ) async throws(DocumentError) -> SaveResult {
+        guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        await acquire(handle)
+        defer { release(handle) }
+        return try await runSave(
+            handle, text: try takeText(handle), to: newPath, force: force, autosave: autosave,
+            progress: progress, isCancelled: isCancelled)
+    }
+
+    /// Starts a save in request order: the text is taken now (an O(1) snapshot), so the save writes
+    /// exactly the version current when it was asked for, even if it has to wait for a save,
+    /// revert or close still running on the document; ``finishSave(_:progress:isCancelled:)``
+    /// waits for its turn and writes it.
+    public func beginSave(_ handle: String, to newPath: String? = nil, force: Bool = false) throws(DocumentError) -> SaveTicket {
+        let text = try takeText(handle)
+        let acquired = busy[handle] == nil
+        if acquired { busy[handle] = [] }
+        return SaveTicket(handle: handle, newPath: newPath, force: force, text: text, acquired: acquired)
+    }
+
+    /// Runs a save begun by ``beginSave(_:to:force:)``, off the actor.
+    public func finishSave(
+        _ ticket: SaveTicket, progress: @escaping @Sendable (Int, Int) -> Void = { _, _ in },
+        isCancelled: @escaping @Sendable () -> Bool = { false }
+    ) async throws(DocumentError) -> SaveResult {
+        if !ticket.acquired { await acquire(ticket.handle) }
+        defer { release(ticket.handle) }
+        return try await runSave(
+            ticket.handle, text: ticket.text, to: ticket.newPath, force: ticket.force, autosave: false,
+            progress: progress, isCancelled: isCancelled)
+    }
+
+    /// What a save writes, taken from the document.
+    func takeText(_ handle: String) throws(DocumentError) -> SaveText {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        return SaveText(
+            snapshot: document.buffer, mark: document.history.mark, version: document.version,
+            encoding: document.encoding, byteOrderMark: document.hasByteOrderMark)
+    }
+
+    /// Writes `text` through the safe-save protocol on a thread of its own, for a caller that holds
+    /// the document's lock, then records the outcome: the clean point and the identity, or the
+    /// failure in the state. `releasesEditing`: the save is a close's, which disabled editing; the
+    /// outcome's state change gives it back (on success the close then removes the document).
+    func runSave(
+        _ handle: String, text: SaveText, to requestedPath: String?, force: Bool, autosave: Bool,
+        releasesEditing: Bool = false,
+        progress: @escaping @Sendable (Int, Int) -> Void, isCancelled: @escaping @Sendable () -> Bool
+    ) async throws(DocumentError) -> SaveResult {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        let newPath = requestedPath == document.path ? nil : requestedPath
+        if let newPath { try checkNotOpenElsewhere(newPath, handle: handle) }
+        let request = SafeSave.Request(
+            path: newPath ?? document.path, expected: newPath == nil ? document.identity : nil,
+            force: force, createOnly: newPath != nil && !force)
+        let snapshot = text.snapshot
+        let (encoding, byteOrderMark) = (text.encoding, text.byteOrderMark)
+        let total = Self.encodedSize(snapshot, encoding: encoding, byteOrderMark: byteOrderMark)
+        let large = snapshot.utf8Count >= Self.progressThreshold
+        if large { change(handle, reason: .saving, autosave: autosave) { $0.state.insert(.progressAvailable) } }
+        // A large save runs at a lower priority (nice 10): on two cores the client, the thread
+        // answering edits and the save compete, and typing should win; a small one is over before
+        // it matters, and waiting for a processor would only slow it.
+        let outcome = await runOnOwnThread(niceness: large ? 10 : 0) { () -> Result<SafeSave.Outcome, SaveError> in
+            do throws(SaveError) {
+                return .success(try SafeSave.save(request, progress: { progress($0, total) }, isCancelled: isCancelled) { (sink) throws(SaveError) in
+                    try snapshot.write(to: sink, encoding: encoding, byteOrderMark: byteOrderMark)
+                })
+            } catch {
+                return .failure(error)
+            }
+        }
+
+        guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        switch outcome {
+        case .success(let saved):
+            defer {
+                hashInBackground(handle, buffer: snapshot, encoding: encoding, byteOrderMark: byteOrderMark, identity: saved.identity)
+            }
+            let released = releasesEditing ? releaseEditing(handle) : []
+            change(handle, reason: .saved, autosave: autosave) { document in
+                document.identity = saved.identity
+                document.history.markClean(at: text.mark)
+                document.state.subtract(released.union([.progressAvailable, .savingError, .inConflict]))
+                if let newPath {
+                    self.handleByPath[document.path] = nil
+                    document.path = newPath
+                    self.handleByPath[newPath] = handle
+                }
+            }
+            return SaveResult(
+                version: text.version, path: request.path, identity: saved.identity, size: saved.size,
+                durable: saved.durable, method: saved.method)
+        case .failure(let error):
+            let reason: DocumentEvent.Reason
+            var added: DocumentState = []
+            switch error {
+            case .cancelled: reason = .saveCancelled
+            case .changedOnDisk: reason = .externalChange; added = .inConflict
+            // Refused before anything was written (save as onto an existing file): not a failure
+            // of saving the document, so no savingError.
+            case .alreadyExists: reason = .saveFailed
+            default: reason = .saveFailed; added = .savingError
+            }
+            let released = releasesEditing ? releaseEditing(handle) : []
+            change(handle, reason: reason, error: reason == .saveCancelled ? nil : .save(error), autosave: autosave, always: reason != .saveCancelled) { document in
+                document.state.subtract(released.union(.progressAvailable))
+                document.state.formUnion(added)
+            }
+            throw .save(error)
+        }
+    }
+
+    /// The bytes a save of `text` writes (for progress).
+    static func encodedSize(_ text: TextBuffer, encoding: TextEncoding, byteOrderMark: Bool) -> Int {
+        let bom = byteOrderMark ? encoding.byteOrderMark.count : 0
+        switch encoding {
+        case .utf8: return bom + text.utf8Count
+        case .utf16LittleEndian, .utf16BigEndian: return bom + 2 * text.utf16Count
+        case .latin1: return bom + text.scalarCount
+        }
+    }
+
+    /// Save as may not write a file another open document holds, by path or (through a symlink or
+    /// a hard link) by device and inode.
+    func checkNotOpenElsewhere(_ path: String, handle: String) throws(DocumentError) {
+        if let other = handleByPath[path], other != handle { throw .openElsewhere(path: path, handle: other) }
+        guard let found = FileIdentity.current(path: path) else { return }
+        if let other = documents.values.first(where: {
+            $0.handle != handle && $0.identity.device == found.device && $0.identity.inode == found.inode
+        }) {
+            throw .openElsewhere(path: path, handle: other.handle)
+        }
+    }
+
+    // MARK: - Editing disabled
+
+    /// Refuses edits until as many ``releaseEditing(_:)`` calls (a revert or close asked for, which
+    /// may wait for a save still running: edits sent after it must not slip in meanwhile).
+    func disableEditing(_ handle: String, reason: DocumentEvent.Reason, also more: DocumentState = []) {
+        editingDisabledCount[handle, default: 0] += 1
+        change(handle, reason: reason) { $0.state.formUnion(more.union(.editingDisabled)) }
+    }
+
+    /// One disabler is done; answers the flags to clear (editingDisabled once none is left).
+    func releaseEditing(_ handle: String) -> DocumentState {
+        let left = (editingDisabledCount[handle] ?? 1) - 1
+        editingDisabledCount[handle] = left > 0 ? left : nil
+        return left > 0 ? [] : .editingDisabled
+    }
+
+    // MARK: - Reverting
+
+    /// Reloads the text from the file, dropping unsaved edits, as one undo step (so the revert can
+    /// be undone); edits are refused while it runs. Clears `savingError` and `inConflict`.
+    public func revert(_ handle: String) async throws(DocumentError) -> Document {
+        try await finishRevert(beginRevert(handle))
+    }
+
+    /// Starts a revert in request order: edits are refused from now on, even while the revert
+    /// waits for a save still running.
+    public func beginRevert(_ handle: String) throws(DocumentError) -> ExclusiveTicket {
+        guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        let acquired = busy[handle] == nil
+        if acquired { busy[handle] = [] }
+        // Starting now: the progress flag comes with the first state change.
+        disableEditing(handle, reason: .reverting, also: acquired ? revertProgress(handle) : [])
+        return ExclusiveTicket(handle: handle, acquired: acquired, closedNow: false)
+    }
+
+    private func revertProgress(_ handle: String) -> DocumentState {
+        (documents[handle]?.buffer.utf8Count ?? 0) >= Self.progressThreshold ? .progressAvailable : []
+    }
+
+    /// Runs a revert begun by ``beginRevert(_:)``.
+    public func finishRevert(_ ticket: ExclusiveTicket) async throws(DocumentError) -> Document {
+        let handle = ticket.handle
+        if !ticket.acquired { await acquire(handle) }
+        defer { release(handle) }
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        let path = document.path
+        let encoding = document.encoding
+        if !ticket.acquired {
+            let progress = revertProgress(handle)
+            change(handle, reason: .reverting) { $0.state.formUnion(progress) }
+        }
+
+        let loaded = await runOnOwnThread { Self.loadText(path: path, encoding: encoding) }
+        guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        let released = releaseEditing(handle).union(.progressAvailable)
+        switch loaded {
+        case .failure(let error):
+            change(handle, reason: .revertFailed, error: error, always: true) { document in
+                document.state.subtract(released)
+                document.state.insert(.savingError)
+            }
+            throw error
+        case .success(let (buffer, file)):
+            change(handle, reason: .reverted) { document in
+                if let edit = Self.difference(from: document.buffer, to: buffer) {
+                    document.buffer.apply(edit)
+                    document.history.record([edit], label: "Revert")
+                    document.version += 1
+                }
+                document.history.markClean()
+                document.encoding = file.encoding
+                document.hasByteOrderMark = file.hasByteOrderMark
+                document.lineEnding = file.lineEnding
+                document.identity = file.identity
+                document.state.subtract(released.union([.savingError, .inConflict]))
+            }
+            hashInBackground(handle, buffer: buffer, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
+            return documents[handle]!
+        }
+    }
+
+    /// One replacement turning `old` into `new`: the bytes between their common prefix and suffix
+    /// (cut at character boundaries); nil when they are equal.
+    static func difference(from old: TextBuffer, to new: TextBuffer) -> AppliedEdit? {
+        if old == new { return nil }
+        let a = old.utf8Bytes(), b = new.utf8Bytes()
+        var prefix = 0
+        let limit = min(a.count, b.count)
+        while prefix < limit && a[prefix] == b[prefix] { prefix += 1 }
+        while prefix > 0 && prefix < a.count && a[prefix] & 0xC0 == 0x80 { prefix -= 1 }
+        var suffix = 0
+        while suffix < limit - prefix && a[a.count - 1 - suffix] == b[b.count - 1 - suffix] { suffix += 1 }
+        while suffix > 0 && a[a.count - suffix] & 0xC0 == 0x80 { suffix -= 1 }
+        let removed = prefix..<(a.count - suffix)
+        return AppliedEdit(
+            utf8Range: removed, removedText: String(decoding: a[removed], as: UTF8.self),
+            insertedText: String(decoding: b[prefix..<(b.count - suffix)], as: UTF8.self))
+    }
+
+    // MARK: - Closing
+
+    /// What `close` does with unsaved edits.
+    public enum SavePolicy: String, Sendable {
+        /// Save first if there are unsaved changes (UIDocument's close); if that save fails the
+        /// document stays open with its edits.
+        case ifChanged
+        /// Drop them.
+        case never
+    }
+
+    /// Closes a document; answers whether it was saved first.
+    public func close(_ handle: String, save policy: SavePolicy) async throws(DocumentError) -> Bool {
+        let ticket = try beginClose(handle, save: policy)
+        if ticket.closedNow { return false }
+        return try await finishClose(ticket, save: policy)
+    }
+
+    /// Starts a close in request order. With nothing to save and nothing running on the document it
+    /// closes at once (`closedNow`). Otherwise edits are refused from now on (the close may have to
+    /// wait for a save still running, and then save); ``finishClose(_:save:)`` does the rest.
+    public func beginClose(_ handle: String, save policy: SavePolicy) throws(DocumentError) -> ExclusiveTicket {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        let acquired = busy[handle] == nil
+        if acquired && (policy == .never || !document.hasUnsavedChanges) {
+            remove(handle)
+            return ExclusiveTicket(handle: handle, acquired: true, closedNow: true)
+        }
+        if acquired { busy[handle] = [] }
+        disableEditing(handle, reason: .closing)
+        return ExclusiveTicket(handle: handle, acquired: acquired, closedNow: false)
+    }
+
+    /// Runs a close begun by ``beginClose(_:save:)``: saves first with `ifChanged` if there are
+    /// unsaved changes; if that save fails the document stays open (editable again) and the error
+    /// is thrown.
+    public func finishClose(_ ticket: ExclusiveTicket, save policy: SavePolicy) async throws(DocumentError) -> Bool {
+        let handle = ticket.handle
+        if ticket.closedNow { return false }
+        if !ticket.acquired { await acquire(handle) }
+        defer { release(handle) }
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        var saved = false
+        if policy == .ifChanged && document.hasUnsavedChanges {
+            _ = try await runSave(
+                handle, text: try takeText(handle), to: nil, force: false, autosave: false, releasesEditing: true,
+                progress: { _, _ in }, isCancelled: { false })
+            saved = true
+        }
+        remove(handle)
+        return saved
+    }
+
+    /// Forgets a document and reports it closed.
+    private func remove(_ handle: String) {
+        guard let closing = documents.removeValue(forKey: handle) else { return }
+        autosaveGeneration[handle] = nil
+        editingDisabledCount[handle] = nil
+        if handleByPath[closing.path] == handle { handleByPath[closing.path] = nil }
+        events(DocumentEvent(
+            handle: handle, path: closing.path, version: closing.version, state: .closed, previousState: closing.state,
+            hasUnsavedChanges: false, reason: .closed, error: nil, autosave: false))
+    }
+
+    // MARK: - Autosave
+
+    /// Sets when documents save by themselves.
+    public func setAutosave(_ policy: AutosavePolicy) {
+        autosave = policy
+    }
+
+    /// After a change: an autosave once the delay passes with no other change.
+    func scheduleAutosave(_ handle: String) {
+        guard case .afterDelay(let milliseconds) = autosave else { return }
+        let generation = (autosaveGeneration[handle] ?? 0) + 1
+        autosaveGeneration[handle] = generation
+        Task {
+            try? await Task.sleep(for: .milliseconds(milliseconds))
+            await self.autosaveIfQuiet(handle, generation: generation)
+        }
+    }
+
+    private func autosaveIfQuiet(_ handle: String, generation: Int) async {
+        guard autosave != .off, autosaveGeneration[handle] == generation, let document = documents[handle],
+              document.hasUnsavedChanges, !document.state.contains(.inConflict),
+              !document.state.contains(.editingDisabled) else { return }
+        // A save or revert running now: look again after it.
+        if busy[handle] != nil { scheduleAutosave(handle); return }
+        // Failures are reported by the save's own state change (savingError, inConflict).
+        _ = try? await save(handle, autosave: true)
+    }
+
+    // MARK: - State changes
+
+    /// Changes a document in place and reports the change of its state or `hasUnsavedChanges`
+    /// (always, with `always`: a failure is news even when the flags were already set).
+    func change(
+        _ handle: String, reason: DocumentEvent.Reason, error: DocumentError? = nil, autosave: Bool = false,
+        always: Bool = false, _ body: (inout Document) -> Void
+    ) {
+        guard let (state, wasUnsaved) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges) }) else { return }
+        body(&documents[handle]!)
+        reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason, error: error, autosave: autosave, always: always)
+    }
+
+    /// Sends a state-change event if the state or `hasUnsavedChanges` differ from before.
+    func reportChange(
+        _ handle: String, from previous: DocumentState, wasUnsaved: Bool, reason: DocumentEvent.Reason,
+        error: DocumentError? = nil, autosave: Bool = false, always: Bool = false
+    ) {
+        guard let document = documents[handle] else { return }
+        guard always || document.state != previous || document.hasUnsavedChanges != wasUnsaved else { return }
+        events(DocumentEvent(
+            handle: handle, path: document.path, version: document.version, state: document.state, previousState: previous,
+            hasUnsavedChanges: document.hasUnsavedChanges, reason: reason, error: error, autosave: autosave))
+    }
+
+    // MARK: - One at a time
+
+    /// Waits until no save, revert or close runs on the document, and marks it busy.
+    func acquire(_ handle: String) async {
+        if busy[handle] == nil {
+            busy[handle] = []
+            return
+        }
+        await withCheckedContinuation { busy[handle]!.append($0) }
+    }
+
+    /// Hands the document to the next waiter, or marks it free.
+    func release(_ handle: String) {
+        guard var waiters = busy[handle], !waiters.isEmpty else {
+            busy[handle] = nil
+            return
+        }
+        let next = waiters.removeFirst()
+        busy[handle] = waiters
+        next.resume()
+    }
+}
+
+/// A save begun in request order (see ``DocumentStore/beginSave(_:to:force:)``): the text it writes,
+/// and whether it holds the document's lock already.
+public struct SaveTicket: Sendable {
+    let handle: String
+    let newPath: String?
+    let force: Bool
+    let text: SaveText
+    let acquired: Bool
+}
+
+/// What a save writes: a snapshot of the text and of the history's state, as taken.
+struct SaveText: Sendable {
+    let snapshot: TextBuffer
+    let mark: UndoHistory.Mark
+    let version: Int64
+    let encoding: TextEncoding
+    let byteOrderMark: Bool
+}
+
+/// A revert or close begun in request order: whether it holds the document's lock already, and
+/// (a close) whether it is done already.
+public struct ExclusiveTicket: Sendable {
+    let handle: String
+    let acquired: Bool
+    public let closedNow: Bool
+}

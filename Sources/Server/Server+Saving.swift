@@ -1,0 +1,148 @@
+import DocumentSession
+import FileStore
+import JSON
+import JSONRPC
+import TextBuffer
+
+extension Server {
+    /// `document/save`: the text as of this request (edits sent after it stay unsaved), through the
+    /// safe-save protocol off the ordered queue; `to` saves as a new file and moves the session
+    /// there; `force` overwrites a file changed on disk. `$/progress` under `workDoneToken`;
+    /// cancellable until the file is replaced.
+    func saveDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
+        let params = try Params(byName: rawParams, method: "document/save")
+        let handle = try params.string("document")
+        let newPath = try params.optionalString("to") == nil ? nil : try params.filePath("to")
+        let force = try params.optionalBool("force") ?? false
+        let token = try params.progressToken("workDoneToken")
+        let store = store
+        let ticket: SaveTicket
+        do throws(DocumentError) {
+            ticket = try await store.beginSave(handle, to: newPath, force: force)
+        } catch {
+            throw Self.responseError(error, id: context.id)
+        }
+        let progress = ProgressReporter(token: token, title: "Saving", writer: writer)
+        return .later {
+            defer { progress.end() }
+            do throws(DocumentError) {
+                let saved = try await store.finishSave(
+                    ticket, progress: { done, total in progress.report(done: done, total: total) },
+                    isCancelled: { context.cancellation.isCancelled })
+                return .success([
+                    "version": .integer(saved.version), "uri": .string(FileURI.uri(from: saved.path)),
+                    "etag": .string(Self.etag(saved.identity)),
+                    "modificationDate": .string(Timestamp.iso8601(nanoseconds: saved.identity.modificationTime)),
+                    "size": .integer(Int64(saved.size)), "durable": .bool(saved.durable),
+                    "method": .string(saved.method.rawValue),
+                ])
+            } catch {
+                return .failure(Self.responseError(error, id: context.id))
+            }
+        }
+    }
+
+    /// `document/revert`: the text reloaded from the file as one undo step; edits are refused
+    /// while it runs. Answers the document info.
+    func revertDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
+        let params = try Params(byName: rawParams, method: "document/revert")
+        let handle = try params.string("document")
+        let includeText = try params.optionalBool("includeText") ?? true
+        let store = store
+        let ticket: ExclusiveTicket
+        do throws(DocumentError) {
+            ticket = try await store.beginRevert(handle)
+        } catch {
+            throw Self.responseError(error, id: context.id)
+        }
+        return .later {
+            do throws(DocumentError) {
+                return .success(Self.info(try await store.finishRevert(ticket), includeText: includeText))
+            } catch {
+                // The revert reads with the document's own encoding, so no hint to name one.
+                return .failure(Self.responseError(error, id: context.id, encodingWasNamed: true))
+            }
+        }
+    }
+
+    /// `document/close`: `save` is `ifChanged` (the default: unsaved changes are saved first, and
+    /// if that fails the document stays open) or `never` (they are dropped).
+    func closeDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
+        let params = try Params(byName: rawParams, method: "document/close")
+        let handle = try params.string("document")
+        let policy = try params.optionalEnumeration("save", ["ifChanged", "never"]).flatMap(DocumentStore.SavePolicy.init) ?? .ifChanged
+        let store = store
+        let ticket: ExclusiveTicket
+        do throws(DocumentError) {
+            ticket = try await store.beginClose(handle, save: policy)
+        } catch {
+            throw Self.responseError(error, id: context.id)
+        }
+        // Nothing to save and nothing running on the document: closed in request order.
+        if ticket.closedNow { return .now(.success(["saved": false])) }
+        return .later {
+            do throws(DocumentError) {
+                return .success(["saved": .bool(try await store.finishClose(ticket, save: policy))])
+            } catch {
+                return .failure(Self.responseError(error, id: context.id))
+            }
+        }
+    }
+
+    /// The params of `document/stateChanged`.
+    static func json(_ event: DocumentEvent) -> JSONValue {
+        var params: JSONObject = [
+            "document": .string(event.handle), "uri": .string(FileURI.uri(from: event.path)),
+            "version": .integer(event.version), "state": stateJSON(event.state),
+            "previousState": stateJSON(event.previousState), "reason": .string(event.reason.rawValue),
+            "hasUnsavedChanges": .bool(event.hasUnsavedChanges),
+        ]
+        if event.autosave { params["autosave"] = true }
+        if let error = event.error { params["error"] = errorDetail(error) }
+        return .object(params)
+    }
+
+    /// The error detail of protocol.md for any document error: a failed system call has all of
+    /// code, errno, syscall, path, message, recoverable, suggestions; other failures name their
+    /// own code (`changedOnDisk`, `unencodable`, ...) and have no errno or syscall.
+    static func errorDetail(_ error: DocumentError) -> JSONValue {
+        switch error {
+        case .save(.fileSystem(let detail)), .fileSystem(let detail), .load(.fileSystem(let detail)):
+            return detail.json
+        default:
+            let response = responseError(error, id: .null)
+            var detail: JSONObject = ["code": .string(detailCode(error)), "message": .string(response.message)]
+            if case .object(let data)? = response.data {
+                for (key, value) in data where detail[key] == nil { detail[key] = value }
+            }
+            let (recoverable, suggestions) = advice(error)
+            detail["recoverable"] = .bool(recoverable)
+            detail["suggestions"] = .array(suggestions.map { .string($0) })
+            return .object(detail)
+        }
+    }
+
+    private static func detailCode(_ error: DocumentError) -> String {
+        switch error {
+        case .save(.changedOnDisk): return "changedOnDisk"
+        case .save(.unencodable): return "unencodable"
+        case .save(.notRegularFile), .load(.notRegularFile): return "notRegularFile"
+        case .save(.alreadyExists), .alreadyExists, .openElsewhere: return "alreadyExists"
+        case .load(.notText): return "notText"
+        case .save(.cancelled), .load(.cancelled): return "cancelled"
+        default: return "error"
+        }
+    }
+
+    private static func advice(_ error: DocumentError) -> (Bool, [String]) {
+        switch error {
+        case .save(.changedOnDisk): return (true, ["revert", "saveAs", "force"])
+        case .save(.alreadyExists): return (false, ["force", "saveAs"])
+        case .openElsewhere, .alreadyExists: return (false, ["saveAs"])
+        case .save(.unencodable): return (false, ["saveAs"])
+        case .save(.notRegularFile), .load(.notRegularFile): return (false, ["saveAs"])
+        case .load(.notText): return (false, ["openWithEncoding"])
+        default: return (false, [])
+        }
+    }
+}
