@@ -45,5 +45,22 @@ let package = Package(
             .product(name: "FileStore", package: "docsession"),
             .product(name: "TextBuffer", package: "docsession"),
         ]),
+        // The floor of saving a file: SafeSave's system calls, in order, from one flat buffer, in C.
+        .target(name: "SaveFloor"),
+        // Figure 4: DocumentStore.save / SaveFloor for 100 KB and 10 MB documents, side by side in
+        // one process, with a breakdown (SafeSave alone from the rope and from a flat buffer).
+        .executableTarget(name: "SaveRatios", dependencies: [
+            "SaveFloor",
+            .product(name: "DocumentSession", package: "docsession"),
+            .product(name: "FileStore", package: "docsession"),
+            .product(name: "TextBuffer", package: "docsession"),
+        ]),
+        // Figure 7: round trips of single-character edits to the built server while it saves a
+        // 100 MB document, and with no save running.
+        .executableTarget(name: "EditLatency", dependencies: [
+            "SaveFloor",  // for the file system's type only
+            .product(name: "JSON", package: "docsession"),
+            .product(name: "JSONRPC", package: "docsession"),
+        ]),
     ]
 )

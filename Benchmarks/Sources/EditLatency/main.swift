@@ -1,0 +1,412 @@
+// Latency of an edit while a large save runs (shared/design/performance.md, figure 7): "p99 of a
+// single edit while a 100 MB save runs: under 1 ms" (saves run on a snapshot, off the request path).
+//
+// Starts the built server (`docsession serve`) over pipes, opens a generated 100 MB file, then in
+// rounds:
+//   - quiet: single-character edits (document/edit inserting "x" at the start of a line spread over
+//     the document), sent one at a time, each round trip timed from the write of the request to the
+//     parse of its response, with no save running;
+//   - during a save: document/save is sent (the server answers it later, when the file is durable),
+//     and while its response has not arrived the same edits are sent one after another, each round
+//     trip timed; the edit in flight when the save's response arrives counts as during the save.
+// It reports p50, p99, p99.9 and the maximum of both sets, the median over saves of each save's
+// p99, the edits over 1 ms per save (and when in the save they were sent), each save's time and how
+// many edits fit in one save.
+//
+// The client is one thread: it writes each request with write(2) and reads the server's output
+// with read(2) until the response arrives (no reader thread, no condition variable between the
+// pipe and the clock, as Client's ServerProcess has), so the round trip is the server's time plus
+// two pipe hops.
+//
+// Build the server first (from the repository root): `swift build -c release`; then
+//
+//     swift run -c release --package-path Benchmarks --scratch-path Benchmarks/.build EditLatency [saves]
+//         [--server PATH]   the docsession binary (default: the root package's .build/release/docsession)
+//         [--mb N]          size of the generated file in MB (default 100)
+//         [--dir PATH]      where to make the working directory (default /var/tmp: disk-backed)
+//         [--file PATH]     edit and save this existing file instead of generating one (it is modified)
+//         [--quiet N]       edits per quiet round (default 1000)
+//         [--renice-saves N]  a diagnostic, not the figure: a thread of this process watches the
+//                         server's threads and sets the nice value of each thread started after the
+//                         warm-up (the save threads: the cooperative pool is up by then) to N as
+//                         soon as it appears (within about 0.2 ms), to see whether a save thread at
+//                         a lower priority keeps the edits' tail short
+
+import Foundation
+import JSON
+import JSONRPC
+import SaveFloor
+
+// MARK: - Arguments
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+@MainActor func option(_ name: String) -> String? {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    let value = arguments[index + 1]
+    arguments.removeSubrange(index...index + 1)
+    return value
+}
+
+let megabytes = Int(option("--mb") ?? "100") ?? 100
+let parent = option("--dir") ?? "/var/tmp"
+let givenFile = option("--file")
+let quietPerRound = Int(option("--quiet") ?? "1000") ?? 1000
+let givenServer = option("--server")
+let reniceSaves = option("--renice-saves").flatMap { Int32($0) }
+let saves = arguments.first.flatMap { Int($0) } ?? 9
+
+/// The server binary: the argument, else the root package's release build, found from the current
+/// directory (the repository root or Benchmarks/) or from this executable's place in
+/// Benchmarks/.build/<triple>/release/.
+func serverPath() -> String {
+    if let givenServer { return givenServer }
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    let fromExecutable = executable.deletingLastPathComponent()  // release
+        .deletingLastPathComponent()  // <triple>
+        .deletingLastPathComponent()  // .build
+        .deletingLastPathComponent()  // Benchmarks
+        .deletingLastPathComponent()  // the repository
+        .appendingPathComponent(".build/release/docsession").path
+    for candidate in [".build/release/docsession", "../.build/release/docsession", fromExecutable]
+    where access(candidate, X_OK) == 0 {
+        return candidate
+    }
+    fatalError("no docsession binary: build it with `swift build -c release` in the repository root, or pass --server PATH")
+}
+
+// MARK: - Clock and statistics
+
+@inline(__always) func nanoseconds() -> Int64 {
+    var t = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
+}
+
+/// The value below which `fraction` of `sorted` lies (nearest rank).
+func percentile(_ sorted: [Int64], _ fraction: Double) -> Int64 {
+    guard !sorted.isEmpty else { return 0 }
+    let rank = Int((fraction * Double(sorted.count)).rounded(.up))
+    return sorted[min(max(rank, 1), sorted.count) - 1]
+}
+
+func micro(_ ns: Int64) -> String { String(format: "%.1f", Double(ns) / 1000) }
+
+func summary(_ values: [Int64]) -> String {
+    let sorted = values.sorted()
+    return "p50 \(micro(percentile(sorted, 0.5))) µs, p99 \(micro(percentile(sorted, 0.99))) µs, "
+        + "p99.9 \(micro(percentile(sorted, 0.999))) µs, max \(micro(sorted.last ?? 0)) µs (\(sorted.count) edits)"
+}
+
+// MARK: - The file
+
+/// Writes about `target` bytes of lines of 0 to 160 characters, words of which about one in three is
+/// not ASCII (OpenRatios' generator, the same seed); answers the number of lines.
+func generateFile(at path: String, bytes target: Int) -> Int {
+    var state: UInt64 = 0x2545_F491_4F6C_DD1D
+    func next() -> UInt64 {
+        state ^= state << 13; state ^= state >> 7; state ^= state << 17
+        return state
+    }
+    let words: [[UInt8]] = ["buffer", "rope", "chunk", "line", "the", "of", "a", "edit", "undo", "save",
+                            "naïve", "café", "Grüße", "日本語", "emoji 😀", "x"].map { Array($0.utf8) }
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    precondition(fd >= 0, "cannot create \(path): errno \(errno)")
+    defer { close(fd) }
+    var piece: [UInt8] = []
+    piece.reserveCapacity((1 << 20) + 512)
+    var written = 0
+    var lines = 0
+    func flush() {
+        precondition(FileDescriptorIO.writeAll(fd, piece), "write \(path) failed")
+        written += piece.count
+        piece.removeAll(keepingCapacity: true)
+    }
+    while written + piece.count < target {
+        let length = Int(next() % 161)
+        var lineLength = 0
+        while lineLength < length {
+            let word = words[Int(next() % UInt64(words.count))]
+            piece.append(contentsOf: word)
+            piece.append(0x20)
+            lineLength += word.count + 1
+        }
+        piece.append(0x0A)
+        lines += 1
+        if piece.count >= 1 << 20 { flush() }
+    }
+    flush()
+    precondition(fsync(fd) == 0)
+    return lines
+}
+
+func countLines(_ path: String) -> Int {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    precondition(fd >= 0, "cannot read \(path)")
+    defer { close(fd) }
+    var lines = 0
+    while let chunk = FileDescriptorIO.read(fd, capacity: 1 << 20), !chunk.isEmpty {
+        for byte in chunk where byte == 0x0A { lines += 1 }
+    }
+    return lines
+}
+
+func fileSystemName(_ path: String) -> String {
+    let type = save_floor_filesystem_type(path)
+    guard type != -1 else { return "unknown" }
+    switch UInt(bitPattern: type) {
+    case 0xEF53: return "ext2/ext3/ext4"
+    case 0x0102_1994: return "tmpfs (fsync costs nothing: use --dir on a disk)"
+    case 0x5846_5342: return "xfs"
+    case 0x9123_683E: return "btrfs"
+    case 0x794C_7630: return "overlayfs"
+    default: return String(format: "f_type 0x%lx", type)
+    }
+}
+
+// MARK: - The client
+
+/// The server as a child process, driven from this thread alone.
+final class Session {
+    let process = Process()
+    let input = Pipe()
+    let output = Pipe()
+    let inputFD: Int32
+    let outputFD: Int32
+    var framer = FrameParser(maxMessageSize: 1 << 30)
+    let parser = JSONParser()
+    var queued: [JSONValue] = []
+    var nextID: Int64 = 1
+    var notifications = 0
+    /// The pending save's id, and when its response arrived (0 until then).
+    var saveID: Int64 = -1
+    var saveResponse: JSONValue?
+    var saveArrival: Int64 = 0
+
+    init(server: String) throws {
+        process.executableURL = URL(fileURLWithPath: server)
+        process.arguments = ["serve"]
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        try process.run()
+        inputFD = input.fileHandleForWriting.fileDescriptor
+        outputFD = output.fileHandleForReading.fileDescriptor
+    }
+
+    func makeID() -> Int64 {
+        defer { nextID += 1 }
+        return nextID
+    }
+
+    /// Sends a framed body.
+    func send(_ body: [UInt8]) {
+        var frame = Array("Content-Length: \(body.count)\r\n\r\n".utf8)
+        frame += body
+        precondition(FileDescriptorIO.writeAll(inputFD, frame), "the server's input closed")
+    }
+
+    func request(_ method: String, _ params: JSONValue) -> Int64 {
+        let id = makeID()
+        send(JSONValue.object(["jsonrpc": "2.0", "id": .integer(id), "method": .string(method), "params": params]).serialized())
+        return id
+    }
+
+    /// Reads until the response to `id` arrives; other messages are counted (notifications) or
+    /// kept (the save's response, with its arrival time).
+    func waitForResponse(_ id: Int64) -> JSONValue {
+        while true {
+            if let index = queued.firstIndex(where: { $0["id"]?.integerValue == id && $0["method"] == nil }) {
+                return queued.remove(at: index)
+            }
+            guard let chunk = FileDescriptorIO.read(outputFD), !chunk.isEmpty else {
+                fatalError("the server closed its output")
+            }
+            let now = nanoseconds()
+            for event in framer.feed(chunk) {
+                guard case .message(let body) = event, let message = try? parser.parse(body) else {
+                    fatalError("bad output from the server: \(event)")
+                }
+                if message["method"] != nil {
+                    notifications += 1
+                } else if message["id"]?.integerValue == saveID {
+                    saveResponse = message
+                    saveArrival = now
+                } else {
+                    queued.append(message)
+                }
+            }
+        }
+    }
+
+    func call(_ method: String, _ params: JSONValue) -> JSONValue {
+        let response = waitForResponse(request(method, params))
+        guard let result = response["result"] else { fatalError("\(method) failed: \(response.jsonText)") }
+        return result
+    }
+
+    func shutDown() {
+        _ = call("shutdown", .null)
+        send(JSONValue.object(["jsonrpc": "2.0", "method": "exit"]).serialized())
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+}
+
+// MARK: - Setup
+
+let server = serverPath()
+var directory: String? = nil
+let path: String
+let lineCount: Int
+if let givenFile {
+    path = givenFile
+    lineCount = countLines(path)
+} else {
+    var template = Array((parent + "/EditLatency.XXXXXX").utf8CString)
+    guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+        fatalError("mkdtemp in \(parent) failed: errno \(errno)")
+    }
+    directory = String(cString: made)
+    path = directory! + "/generated.txt"
+    lineCount = generateFile(at: path, bytes: megabytes * 1_000_000)
+}
+var size = stat()
+stat(path, &size)
+print("server \(server)")
+print(String(format: "file %@: %.1f MB, %d lines, on %@; %d saves; %d processors", path, Double(size.st_size) / 1e6, lineCount,
+             fileSystemName(path), saves, ProcessInfo.processInfo.activeProcessorCount))
+
+let session: Session
+do { session = try Session(server: server) } catch { fatalError("cannot start \(server): \(error)") }
+_ = session.call("initialize", ["processId": .integer(Int64(getpid())), "capabilities": [:]])
+session.send(JSONValue.object(["jsonrpc": "2.0", "method": "initialized", "params": [:]]).serialized())
+let opened = session.call("document/open", ["uri": .string("file://" + path), "includeText": false])
+let handle = opened["document"]!.stringValue!
+var version = opened["version"]!.integerValue!
+
+// MARK: - Edits
+
+var editCount = 0
+/// One edit: "x" inserted at the start of a line spread over the document; answers the round trip.
+@MainActor func edit() -> Int64 {
+    let line = (editCount &* 7919) % lineCount
+    editCount += 1
+    let id = session.makeID()
+    // Built as text: the client's own JSON work stays out of the round trip as far as it can.
+    let body = "{\"jsonrpc\":\"2.0\",\"id\":\(id),\"method\":\"document/edit\",\"params\":{\"document\":\"\(handle)\",\"version\":\(version),"
+        + "\"edits\":[{\"range\":{\"start\":{\"line\":\(line),\"character\":0},\"end\":{\"line\":\(line),\"character\":0}},\"text\":\"x\"}]}}"
+    let start = nanoseconds()
+    session.send(Array(body.utf8))
+    let response = session.waitForResponse(id)
+    let elapsed = nanoseconds() - start
+    guard let newVersion = response["result"]?["version"]?.integerValue else { fatalError("edit failed: \(response.jsonText)") }
+    version = newVersion
+    return elapsed
+}
+
+// Warm-up: edits, and one save (the open's background hash has finished by then).
+for _ in 0..<2000 { _ = edit() }
+_ = session.call("document/save", ["document": .string(handle)])
+
+// MARK: - The diagnostic: save threads at a lower priority
+
+/// The ids of the server's threads.
+func threads(of pid: Int32) -> [Int32] {
+    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return [] }
+    return entries.compactMap { Int32($0) }
+}
+
+if let reniceSaves {
+    let pid = session.process.processIdentifier
+    let existing = Set(threads(of: pid))
+    print("diagnostic: server threads started after the warm-up get nice \(reniceSaves) (threads there before: \(existing.sorted()))")
+    Thread.detachNewThread {
+        var seen = existing
+        while true {
+            for tid in threads(of: pid) where !seen.contains(tid) {
+                seen.insert(tid)
+                let status = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(tid), reniceSaves)
+                let name = (try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/comm", encoding: .utf8)) ?? "?"
+                FileHandle.standardError.write(Data("diagnostic: thread \(tid) (\(name.dropLast())) nice \(reniceSaves): \(status == 0 ? "set" : "failed")\n".utf8))
+            }
+            usleep(200)
+        }
+    }
+}
+
+var quiet: [Int64] = []
+var during: [Int64] = []
+var saveTimes: [Double] = []
+var editsPerSave: [Int] = []
+var perSaveP99: [Int64] = []
+var slowPerSave: [Int] = []
+print("\nsave  time (ms)  edits during it  edits during it: p50 / p99 / max (µs)   quiet round: p50 / p99 / max (µs)")
+for round in 0..<saves {
+    // Quiet: no save running.
+    var quietRound: [Int64] = []
+    for _ in 0..<quietPerRound { quietRound.append(edit()) }
+    quiet += quietRound
+
+    // A save, and edits one after another until its response arrives.
+    session.saveResponse = nil
+    session.saveArrival = 0
+    session.saveID = session.makeID()
+    let saveStart = nanoseconds()
+    session.send(JSONValue.object([
+        "jsonrpc": "2.0", "id": .integer(session.saveID), "method": "document/save",
+        "params": ["document": .string(handle)],
+    ]).serialized())
+    var duringRound: [Int64] = []
+    var slow: [(at: Int64, took: Int64)] = []
+    while session.saveResponse == nil {
+        let at = nanoseconds() - saveStart
+        let took = edit()
+        duringRound.append(took)
+        if took >= 1_000_000 { slow.append((at, took)) }
+    }
+    guard let result = session.saveResponse?["result"], result["durable"]?.boolValue == true else {
+        fatalError("save failed: \(session.saveResponse!.jsonText)")
+    }
+    let saveTime = Double(session.saveArrival - saveStart) / 1e6
+    saveTimes.append(saveTime)
+    editsPerSave.append(duringRound.count)
+    during += duringRound
+    let d = duringRound.sorted(), q = quietRound.sorted()
+    print(String(format: "%4d  %9.1f  %15d  %8@ / %8@ / %8@           %6@ / %6@ / %8@", round + 1, saveTime, duringRound.count,
+                 micro(percentile(d, 0.5)), micro(percentile(d, 0.99)), micro(d.last ?? 0),
+                 micro(percentile(q, 0.5)), micro(percentile(q, 0.99)), micro(q.last ?? 0)))
+    perSaveP99.append(percentile(d, 0.99))
+    slowPerSave.append(slow.count)
+    if !slow.isEmpty {
+        // When the slow edits were sent, in ms after the save's request: the save's phases are
+        // roughly the copy and hash (about the first half), then fsync, rename, fsync of the directory.
+        print("      edits over 1 ms (sent at ms into the save: took ms): "
+            + slow.prefix(12).map { String(format: "%.1f: %.1f", Double($0.at) / 1e6, Double($0.took) / 1e6) }.joined(separator: ", ")
+            + (slow.count > 12 ? ", ..." : ""))
+    }
+}
+session.shutDown()
+if let directory {
+    unlink(path)
+    rmdir(directory)
+}
+
+let sortedDuring = during.sorted()
+let p99 = percentile(sortedDuring, 0.99)
+print("\nedits during a save:   " + summary(during))
+print("edits with no save:    " + summary(quiet))
+let sortedTimes = saveTimes.sorted()
+let sortedCounts = editsPerSave.sorted()
+let sortedP99 = perSaveP99.sorted()
+print("p99 of each save's edits: median \(micro(sortedP99[sortedP99.count / 2])) µs, worst \(micro(sortedP99.last!)) µs")
+// The stalls themselves: whether the p99 crosses 1 ms depends on how many edits a save holds (at 1%
+// of 700 edits, seven stalls are enough), so their count per save is printed too.
+let sortedSlow = slowPerSave.sorted()
+print("edits over 1 ms per save: median \(sortedSlow[sortedSlow.count / 2]) (\(sortedSlow.first!)-\(sortedSlow.last!)); "
+    + "with no save: \(quiet.filter { $0 >= 1_000_000 }.count) in \(quiet.count) edits")
+print(String(format: "saves: median %.1f ms (%.1f-%.1f); edits during one save: median %d (%d-%d)",
+             sortedTimes[sortedTimes.count / 2], sortedTimes.first!, sortedTimes.last!,
+             sortedCounts[sortedCounts.count / 2], sortedCounts.first!, sortedCounts.last!))
+print(String(format: "figure 7: p99 of an edit during a %.0f MB save %@ µs (goal < 1000 µs): %@; p99 during / p99 quiet %.2f",
+             Double(size.st_size) / 1e6, micro(p99), p99 < 1_000_000 ? "met" : "MISSED",
+             Double(p99) / Double(max(percentile(quiet.sorted(), 0.99), 1))))
