@@ -75,6 +75,10 @@ public actor DocumentStore {
         case .success(let handle):
             guard let document = documents[handle] else { throw .unknownDocument(handle) }
             return document
+        case .failure(.load(.cancelled)):
+            // The load this opener joined was stopped by the others' cancellations (it checked
+            // before this opener was counted): this one did not cancel, so it opens anew.
+            return try await open(path: path, encoding: encoding, progress: progress, isCancelled: isCancelled)
         case .failure(let error):
             throw error
         }
