@@ -221,7 +221,14 @@ extension DocumentStore {
             change(handle, reason: .reverting) { $0.state.formUnion(progress) }
         }
 
-        let loaded = await runOnOwnThread { Self.loadText(path: path, encoding: encoding) }
+        // Edits are refused meanwhile, so the text stays this one: the difference between it and
+        // the file's is worked out on the loading thread too, not on the actor (it is O(n)).
+        let current = document.buffer
+        let loaded = await runOnOwnThread { () -> Result<(TextBuffer, LoadedText, AppliedEdit?), DocumentError> in
+            Self.loadText(path: path, encoding: encoding).map { buffer, file in
+                (buffer, file, Self.difference(from: current, to: buffer))
+            }
+        }
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
         let released = releaseEditing(handle).union(.progressAvailable)
         switch loaded {
@@ -231,9 +238,10 @@ extension DocumentStore {
                 document.state.insert(.savingError)
             }
             throw error
-        case .success(let (buffer, file)):
+        case .success(let (buffer, file, difference)):
             change(handle, reason: .reverted) { document in
-                if let edit = Self.difference(from: document.buffer, to: buffer) {
+                let edit = document.buffer.isIdentical(to: current) ? difference : Self.difference(from: document.buffer, to: buffer)
+                if let edit {
                     document.buffer.apply(edit)
                     document.history.record([edit], label: "Revert")
                     document.version += 1
