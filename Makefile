@@ -1,5 +1,5 @@
 # Conveniences over scripts/ (the README's quick start uses the scripts, which need no make).
-.PHONY: run test build fuzz fuzz-smoke clean
+.PHONY: run test build fuzz fuzz-smoke soak clean
 
 run:
 	scripts/run
@@ -17,6 +17,13 @@ fuzz:
 # The short run CI does.
 fuzz-smoke:
 	Fuzz/run.sh 60
+
+# The long kill soak of the safe save (CI runs 10 rounds of 5 MB): SOAK_ROUNDS saves of a
+# SOAK_MB document, each killed at a random moment while readers check every read is whole.
+soak:
+	scripts/bootstrap --tests && swift build
+	DOCSESSION_SOAK_ROUNDS=$(or $(SOAK_ROUNDS),500) DOCSESSION_SOAK_MB=$(or $(SOAK_MB),20) \
+	  DOCSESSION_BIN="$$(swift build --show-bin-path)/docsession" python3 -m pytest -q -s Tests/faults/test_kill_soak.py
 
 clean:
 	rm -rf .build Fuzz/.build
