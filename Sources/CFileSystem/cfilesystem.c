@@ -32,3 +32,7 @@ int cfs_start_writeback(int fd, long long offset, long long length) {
 int cfs_set_thread_nice(int nice) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
 }
+
+#include <sys/eventfd.h>
+
+int cfs_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
