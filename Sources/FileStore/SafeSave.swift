@@ -601,9 +601,10 @@ public enum SafeSave {
         defer { closedir(stream) }
         var removed: [String] = []
         while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+            // The name is read up to its NUL through a pointer: loading the `d_name` member would
+            // copy all 256 bytes of the declared array, past the end of a short record, and a
+            // record at the end of readdir's buffer then reads past its mapping (SIGSEGV).
+            let name = String(cString: UnsafeRawPointer(entry).advanced(by: direntNameOffset).assumingMemoryBound(to: CChar.self))
             guard name.hasPrefix(tempPrefix) else { continue }
             var status = stat()
             guard fstatat(directoryFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else { continue }
@@ -612,6 +613,9 @@ public enum SafeSave {
         return removed
     }
 }
+
+/// Where a directory entry's name starts in its record.
+private let direntNameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
 
 extension String {
     /// `self` joined with a relative path by a slash.

@@ -208,6 +208,24 @@ struct SafeSaveTests {
         #expect(progress.values.last == bytes.count)
     }
 
+    @Test("the sweep reads a large directory whole (names of every length, records up to the end of readdir's buffer)")
+    func sweepLargeDirectory() throws {
+        let path = writeTemporaryFile(Array("doc\n".utf8), name: "doc.txt")
+        let directory = SafeSave.split(path).directory
+        var ours = 0
+        for index in 0..<6_000 {
+            let length = 1 + index % 200
+            let name = index % 500 == 0 ? SafeSave.tempPrefix + String(index) : String(repeating: "n", count: length) + "-\(index)"
+            if index % 500 == 0 { ours += 1 }
+            close(open(directory + "/" + name, O_WRONLY | O_CREAT, 0o644))
+        }
+        for _ in 0..<3 { _ = SafeSave.sweepStaleTempFiles(nextTo: path) }
+        let left = try entries(directory)
+        #expect(left.count == 6_001 - ours)
+        #expect(!left.contains { $0.hasPrefix(SafeSave.tempPrefix) })
+        try FileManager.default.removeItem(atPath: directory)
+    }
+
     @Test("the sweep removes our temp files beside a document, and nothing else")
     func sweep() throws {
         let path = writeTemporaryFile(Array("doc\n".utf8), name: "doc.txt")
