@@ -142,7 +142,7 @@ extension TextFileLoader {
     /// What reading one part learned.
     struct PartOutcome<Part: Sendable>: Sendable {
         var part: Part
-        var lines = LineEndingCounter()
+        var lines = LineEndingKinds()
         var firstByte: UInt8? = nil
         var lastByte: UInt8? = nil
     }

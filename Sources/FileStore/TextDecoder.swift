@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Decodes a file's bytes, fed in pieces, into well-formed UTF-8 pieces; refuses the first byte that
 /// does not decode, with its offset in the file.
 struct TextDecoder {
@@ -187,10 +191,10 @@ struct TextDecoder {
             let ascii = word(end &- 8) | word(end) | word(end &+ 8) | word(end &+ 16) | word(end &+ 24)
                 | word(end &+ 32) | word(end &+ 40) | word(end &+ 48) | word(end &+ 56)
             if ascii & high != 0 {
-                let bad = badLanesOf(load(end), load(end &- 1), load(end &- 2), load(end &- 3))
-                    | badLanesOf(load(end &+ 16), load(end &+ 15), load(end &+ 14), load(end &+ 13))
-                    | badLanesOf(load(end &+ 32), load(end &+ 31), load(end &+ 30), load(end &+ 29))
-                    | badLanesOf(load(end &+ 48), load(end &+ 47), load(end &+ 46), load(end &+ 45))
+                var bad = badLanesOf(load(end), load(end &- 1), load(end &- 2), load(end &- 3))
+                bad |= badLanesOf(load(end &+ 16), load(end &+ 15), load(end &+ 14), load(end &+ 13))
+                bad |= badLanesOf(load(end &+ 32), load(end &+ 31), load(end &+ 30), load(end &+ 29))
+                bad |= badLanesOf(load(end &+ 48), load(end &+ 47), load(end &+ 46), load(end &+ 45))
                 if isBad(bad) { break }
             }
             end &+= 64
@@ -307,5 +311,53 @@ struct TextDecoder {
             output.append(UInt8(0x80 | scalar >> 6 & 0x3F))
             output.append(UInt8(0x80 | scalar & 0x3F))
         }
+    }
+}
+
+/// The kinds of line break in a UTF-8 stream fed in pieces, as ``LineEndingCounter`` finds them,
+/// for the loaders: only whether each kind occurs, not how often, which saves a pass over most
+/// pieces. A piece without a `\r` (the usual case, found with `memchr`) is not counted: `lf` grows
+/// by the `\n` at its start, if any, plus one if it holds another (so that subtracting the first
+/// `\n` of a part, the second half of a CRLF cut by the split, leaves `lf` above zero exactly when
+/// another `\n` remains). A piece holding a `\r` is counted exactly, as `LineEndingCounter` does.
+struct LineEndingKinds: Sendable {
+    private(set) var lf = 0
+    private(set) var crlf = 0
+    private(set) var cr = 0
+    private var pendingCR = false
+
+    /// Looks at the next piece of the stream.
+    mutating func count(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let base = bytes.baseAddress, let last = bytes.last else { return }
+        let first = bytes[0]
+        if memchr(base, 0x0D, bytes.count) == nil {
+            // No `\r`: every break here is a lone `\n`, except a first one that ends a CRLF.
+            let joined = pendingCR && first == 0x0A
+            if pendingCR && !joined { cr += 1 }
+            if joined { crlf += 1 }
+            let leading = first == 0x0A ? 1 : 0
+            let more = bytes.count > 1 && memchr(base + 1, 0x0A, bytes.count - 1) != nil ? 1 : 0
+            lf += leading + more - (joined ? 1 : 0)
+            pendingCR = false
+            return
+        }
+        let (feeds, returns, pairs) = LineEndingCounter.tally(bytes)
+        let joined = pendingCR && first == 0x0A
+        if pendingCR && !joined { cr += 1 }
+        crlf += pairs + (joined ? 1 : 0)
+        lf += feeds - pairs - (joined ? 1 : 0)
+        pendingCR = last == 0x0D
+        cr += returns - pairs - (pendingCR ? 1 : 0)
+    }
+
+    /// The style, once the whole stream has been looked at.
+    var style: LineEndingStyle {
+        let finalCR = cr + (pendingCR ? 1 : 0)
+        let kinds = [lf > 0, crlf > 0, finalCR > 0].filter { $0 }.count
+        if kinds > 1 { return .mixed }
+        if lf > 0 { return .lf }
+        if crlf > 0 { return .crlf }
+        if finalCR > 0 { return .cr }
+        return .none
     }
 }

@@ -89,7 +89,7 @@ public enum TextFileLoader {
         var decoder: TextDecoder? = nil
         var encoding = requested ?? .utf8
         var hasByteOrderMark = false
-        var lines = LineEndingCounter()
+        var lines = LineEndingKinds()
 
         while true {
             if isCancelled() { throw .cancelled }

@@ -139,4 +139,55 @@ struct TextDecoderTests {
             #expect(counter.style == style, comment)
         }
     }
+
+    /// The loaders' kinds of line break (`LineEndingKinds`: only pieces holding a `\r` are
+    /// counted) give the style of counting byte by byte, for pieces of any length, with or without
+    /// `\r`, and for a stream cut in two parts (`lineEndingStyle`, a CRLF possibly split between them).
+    @Test func lineEndingKindsAgainstByteByByte() {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return state
+        }
+        func style(of stream: ArraySlice<UInt8>) -> LineEndingStyle {
+            let stream = Array(stream)
+            var lf = 0, crlf = 0, cr = 0
+            for (index, byte) in stream.enumerated() {
+                if byte == 0x0A && (index == 0 || stream[index - 1] != 0x0D) { lf += 1 }
+                if byte == 0x0A && index > 0 && stream[index - 1] == 0x0D { crlf += 1 }
+                if byte == 0x0D && (index + 1 == stream.count || stream[index + 1] != 0x0A) { cr += 1 }
+            }
+            let kinds = [lf > 0, crlf > 0, cr > 0].filter { $0 }.count
+            return kinds > 1 ? .mixed : lf > 0 ? .lf : crlf > 0 ? .crlf : cr > 0 ? .cr : .none
+        }
+        func kinds(of stream: ArraySlice<UInt8>) -> LineEndingKinds {
+            var kinds = LineEndingKinds()
+            var start = stream.startIndex
+            while start < stream.endIndex {
+                let end = min(stream.endIndex, start + 1 + Int(next() % 40))
+                stream[start..<end].withUnsafeBufferPointer { kinds.count($0) }
+                start = end
+            }
+            return kinds
+        }
+        let alphabet: [UInt8] = [0x0A, 0x0D, 0x61, 0x61, 0x61, 0xC3, 0xA9]
+        for round in 0..<2000 {
+            var stream: [UInt8] = []
+            for _ in 0..<Int(next() % 120) { stream.append(alphabet[Int(next() % UInt64(alphabet.count))]) }
+            switch round % 4 {
+            case 0: stream = stream.map { $0 == 0x0D ? 0x61 : $0 }  // LF only
+            case 1: stream = stream.map { $0 == 0x0A ? 0x61 : $0 }  // CR only
+            default: break
+            }
+            let comment = Comment(rawValue: "round \(round): \(stream)")
+            #expect(kinds(of: stream[...]).style == style(of: stream[...]), comment)
+            // In two parts, as `loadInParts` reads them.
+            let split = stream.isEmpty ? 0 : Int(next() % UInt64(stream.count + 1))
+            let head = TextFileLoader.PartOutcome(
+                part: 0, lines: kinds(of: stream[..<split]), firstByte: stream[..<split].first, lastByte: stream[..<split].last)
+            let tail = TextFileLoader.PartOutcome(
+                part: 0, lines: kinds(of: stream[split...]), firstByte: stream[split...].first, lastByte: stream[split...].last)
+            #expect(TextFileLoader.lineEndingStyle(head, tail) == style(of: stream[...]), comment)
+        }
+    }
 }

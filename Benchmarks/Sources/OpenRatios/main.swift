@@ -23,8 +23,11 @@
 //         [--generate PATH]  write the generated file to PATH and stop
 //         [--phases [--piece BYTES]]  time each stage of the open alone (needs --file; --piece
 //                         sets the loader's piece size in the loader-only stages)
-//         [--only open|parts|floor|build]  run one side alone, `rounds` times, for a profiler (needs
-//                         --file; `build` is the open's work on the calling thread, for callgrind)
+//         [--only open|parts|floor|build|load]  run one side alone, `rounds` times, for a profiler
+//                         (needs --file; `build` is the open's work on the calling thread, for
+//                         callgrind; `load` times TextFileLoader.load alone, pieces dropped)
+//         [--cpu]         time `rounds` opens through DocumentStore.open and print the medians of
+//                         their wall and processor (getrusage) times (needs --file)
 //         [--child open|parts|floor PATH]  one open (or floor) in this process; prints VmHWM before and
 //                         after, VmRSS after, the bytes read and the nanoseconds taken
 
@@ -275,9 +278,35 @@ if flag("--phases") {
     exit(0)
 }
 
+if flag("--cpu") {
+    // The open's processor time (both loading threads, from getrusage) besides its wall time,
+    // medians of `rounds`: a figure other processes on the machine disturb less than the time.
+    guard let path = given else { fatalError("--cpu needs --file PATH") }
+    func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6
+    }
+    _ = await openDocument(path)
+    var walls: [Double] = [], cpus: [Double] = []
+    for _ in 0..<rounds {
+        let store = DocumentStore()
+        var document: Document? = nil
+        let before = cpuSeconds()
+        walls.append(await time { document = await openDocument(path, store: store) })
+        cpus.append(cpuSeconds() - before)
+        await waitForContentHash(store, document!.handle)
+        document = nil
+        _ = document
+    }
+    print(String(format: "open: wall %.1f ms, processor %.1f ms (medians of %d)", median(walls) * 1000, median(cpus) * 1000, rounds))
+    exit(0)
+}
+
 if let only {
     // Profiling: one side alone, `rounds` times, on an existing file.
     guard let path = given else { fatalError("--only needs --file PATH") }
+    var loadTimes: [Double] = []
     for _ in 0..<rounds {
         switch only {
         case "floor":
@@ -286,12 +315,16 @@ if let only {
             // The open's work on this thread, without the actor (for callgrind).
             var buffer = TextBuffer()
             do { _ = try TextFileLoader.load(path: path) { buffer.append(utf8: $0) } } catch { fatalError("\(error)") }
+        case "load":
+            // The loader alone on this thread, its pieces dropped: read, validation, line endings.
+            loadTimes.append(await time { do { _ = try TextFileLoader.load(path: path) { _ in } } catch { fatalError("\(error)") } })
         case "parts":
             _ = await openInParts(path)
         default:
             _ = await openDocument(path)
         }
     }
+    if !loadTimes.isEmpty { print(String(format: "load, pieces dropped: median %.2f ms", median(loadTimes) * 1000)) }
     exit(0)
 }
 
