@@ -40,7 +40,7 @@ let package = Package(
         // Opening a generated 100 MB file through DocumentStore / the floor, side by side in one
         // process; peak RSS of an open in child processes.
         .executableTarget(name: "OpenRatios", dependencies: [
-            "OpenFloor",
+            "OpenFloor", "BufferWorkloads",
             .product(name: "DocumentSession", package: "docsession"),
             .product(name: "FileStore", package: "docsession"),
             .product(name: "TextBuffer", package: "docsession"),
@@ -50,7 +50,7 @@ let package = Package(
         // Figure 4: DocumentStore.save / SaveFloor for 100 KB and 10 MB documents, side by side in
         // one process, with a breakdown (SafeSave alone from the rope and from a flat buffer).
         .executableTarget(name: "SaveRatios", dependencies: [
-            "SaveFloor",
+            "SaveFloor", "BufferWorkloads",
             .product(name: "DocumentSession", package: "docsession"),
             .product(name: "FileStore", package: "docsession"),
             .product(name: "TextBuffer", package: "docsession"),
@@ -59,6 +59,7 @@ let package = Package(
         // 100 MB document, and with no save running.
         .executableTarget(name: "EditLatency", dependencies: [
             "SaveFloor",  // for the file system's type only
+            "BufferWorkloads",
             .product(name: "JSON", package: "docsession"),
             .product(name: "JSONRPC", package: "docsession"),
         ]),

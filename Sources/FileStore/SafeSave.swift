@@ -240,7 +240,6 @@ public enum SafeSave {
     ) throws(SaveError) -> Outcome {
         // 5. A private temp file beside the target (never $TMPDIR: rename across file systems fails).
         let (tempFD, tempName) = try createTempFile(directoryFD, prefix: tempPrefix, directory: directory)
-        let tempPath = directory == "/" ? "/" + tempName : directory + "/" + tempName
         var renamed = false
         var tempOpen = true
         defer {

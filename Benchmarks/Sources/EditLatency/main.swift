@@ -33,6 +33,7 @@
 //                         a lower priority keeps the edits' tail short
 
 import Foundation
+import BufferWorkloads
 import JSON
 import JSONRPC
 import SaveFloor
@@ -98,46 +99,6 @@ func summary(_ values: [Int64]) -> String {
 }
 
 // MARK: - The file
-
-/// Writes about `target` bytes of lines of 0 to 160 characters, words of which about one in three is
-/// not ASCII (OpenRatios' generator, the same seed); answers the number of lines.
-func generateFile(at path: String, bytes target: Int) -> Int {
-    var state: UInt64 = 0x2545_F491_4F6C_DD1D
-    func next() -> UInt64 {
-        state ^= state << 13; state ^= state >> 7; state ^= state << 17
-        return state
-    }
-    let words: [[UInt8]] = ["buffer", "rope", "chunk", "line", "the", "of", "a", "edit", "undo", "save",
-                            "naïve", "café", "Grüße", "日本語", "emoji 😀", "x"].map { Array($0.utf8) }
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    precondition(fd >= 0, "cannot create \(path): errno \(errno)")
-    defer { close(fd) }
-    var piece: [UInt8] = []
-    piece.reserveCapacity((1 << 20) + 512)
-    var written = 0
-    var lines = 0
-    func flush() {
-        precondition(FileDescriptorIO.writeAll(fd, piece), "write \(path) failed")
-        written += piece.count
-        piece.removeAll(keepingCapacity: true)
-    }
-    while written + piece.count < target {
-        let length = Int(next() % 161)
-        var lineLength = 0
-        while lineLength < length {
-            let word = words[Int(next() % UInt64(words.count))]
-            piece.append(contentsOf: word)
-            piece.append(0x20)
-            lineLength += word.count + 1
-        }
-        piece.append(0x0A)
-        lines += 1
-        if piece.count >= 1 << 20 { flush() }
-    }
-    flush()
-    precondition(fsync(fd) == 0)
-    return lines
-}
 
 func countLines(_ path: String) -> Int {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -268,7 +229,7 @@ if let givenFile {
     }
     directory = String(cString: made)
     path = directory! + "/generated.txt"
-    lineCount = generateFile(at: path, bytes: megabytes * 1_000_000)
+    lineCount = GeneratedLines.writeFile(at: path, bytes: megabytes * 1_000_000, sync: true)
 }
 var size = stat()
 stat(path, &size)

@@ -31,6 +31,7 @@
 //         [--child open|parts|floor PATH]  one open (or floor) in this process; prints VmHWM before and
 //                         after, VmRSS after, the bytes read and the nanoseconds taken
 
+import BufferWorkloads
 import DocumentSession
 import FileStore
 import Foundation
@@ -151,52 +152,6 @@ func openInParts(_ path: String) async -> TextBuffer {
     }
 }
 
-// MARK: - The generated file
-
-/// Writes about `target` bytes of text to `path`: lines of mixed lengths (0 to 160 characters),
-/// some with non-ASCII text (two-, three- and four-byte UTF-8), deterministic.
-func generateFile(at path: String, bytes target: Int, crlf: Bool) {
-    var state: UInt64 = 0x2545_F491_4F6C_DD1D
-    func next() -> UInt64 {
-        state ^= state << 13; state ^= state >> 7; state ^= state << 17
-        return state
-    }
-    let words: [[UInt8]] = ["buffer", "rope", "chunk", "line", "the", "of", "a", "edit", "undo", "save",
-                            "naïve", "café", "Grüße", "日本語", "emoji 😀", "x"].map { Array($0.utf8) }
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    precondition(fd >= 0, "cannot create \(path)")
-    defer { close(fd) }
-    var piece: [UInt8] = []
-    piece.reserveCapacity(pieceSize + 512)
-    var written = 0
-    func flush() {
-        piece.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let wrote = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                precondition(wrote > 0, "write failed")
-                offset += wrote
-            }
-        }
-        written += piece.count
-        piece.removeAll(keepingCapacity: true)
-    }
-    while written + piece.count < target {
-        let length = Int(next() % 161)
-        var lineLength = 0
-        while lineLength < length {
-            let word = words[Int(next() % UInt64(words.count))]
-            piece.append(contentsOf: word)
-            piece.append(0x20)
-            lineLength += word.count + 1
-        }
-        if crlf { piece.append(0x0D) }
-        piece.append(0x0A)
-        if piece.count >= pieceSize { flush() }
-    }
-    flush()
-}
-
 // MARK: - A child: one open, peak RSS
 
 if let side = option("--child") {
@@ -232,7 +187,7 @@ let rounds = arguments.first.flatMap { Int($0) } ?? 7
 
 if let target = option("--generate") {
     // Writes the generated file to `target` and stops (for profiling with --file).
-    generateFile(at: target, bytes: megabytes * 1_000_000, crlf: crlf)
+    GeneratedLines.writeFile(at: target, bytes: megabytes * 1_000_000, crlf: crlf)
     exit(0)
 }
 
@@ -339,7 +294,7 @@ if let given {
     }
     directory = String(cString: made)
     path = directory! + "/generated.txt"
-    generateFile(at: path, bytes: megabytes * 1_000_000, crlf: crlf)
+    GeneratedLines.writeFile(at: path, bytes: megabytes * 1_000_000, crlf: crlf)
 }
 defer {
     if let directory {

@@ -25,6 +25,7 @@
 //         [--only ours|floor|rope|flat --size BYTES]  one side alone, `rounds` times, for strace
 //                                    or perf (no timing printed but the median)
 
+import BufferWorkloads
 import DocumentSession
 import FileStore
 import Foundation
@@ -90,26 +91,10 @@ func milliseconds(_ value: Double) -> String { String(format: value < 0.01 ? "%.
 /// characters made of words of which about one in three is not ASCII (2-, 3- and 4-byte UTF-8),
 /// from a fixed seed (the word list of OpenRatios' generated file).
 func generateText(bytes target: Int) -> [UInt8] {
-    var state: UInt64 = 0x2545_F491_4F6C_DD1D
-    func next() -> UInt64 {
-        state ^= state << 13; state ^= state >> 7; state ^= state << 17
-        return state
-    }
-    let words: [[UInt8]] = ["buffer", "rope", "chunk", "line", "the", "of", "a", "edit", "undo", "save",
-                            "naïve", "café", "Grüße", "日本語", "emoji 😀", "x"].map { Array($0.utf8) }
+    var lines = GeneratedLines()
     var text = Array("A generated document\n".utf8)
     text.reserveCapacity(target + 200)
-    while text.count < target {
-        let length = Int(next() % 161)
-        var lineLength = 0
-        while lineLength < length {
-            let word = words[Int(next() % UInt64(words.count))]
-            text.append(contentsOf: word)
-            text.append(0x20)
-            lineLength += word.count + 1
-        }
-        text.append(0x0A)
-    }
+    while text.count < target { lines.appendLine(to: &text) }
     return text
 }
 
