@@ -21,10 +21,6 @@ func time(_ body: () -> Void) -> Double {
     return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
 }
 
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
 
 /// Times `numerator` and `denominator` alternately for `rounds` rounds and prints the ratios.
 func measure(_ title: String, goal: String, _ numerator: () -> Void, _ denominator: () -> Void) {

@@ -40,21 +40,15 @@ import SaveFloor
 
 // MARK: - Arguments
 
-var arguments = Array(CommandLine.arguments.dropFirst())
-@MainActor func option(_ name: String) -> String? {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
-    let value = arguments[index + 1]
-    arguments.removeSubrange(index...index + 1)
-    return value
-}
+let options = CommandLineOptions()
 
-let megabytes = Int(option("--mb") ?? "100") ?? 100
-let parent = option("--dir") ?? "/var/tmp"
-let givenFile = option("--file")
-let quietPerRound = Int(option("--quiet") ?? "1000") ?? 1000
-let givenServer = option("--server")
-let reniceSaves = option("--renice-saves").flatMap { Int32($0) }
-let saves = arguments.first.flatMap { Int($0) } ?? 9
+let megabytes = Int(options.option("--mb") ?? "100") ?? 100
+let parent = options.option("--dir") ?? "/var/tmp"
+let givenFile = options.option("--file")
+let quietPerRound = Int(options.option("--quiet") ?? "1000") ?? 1000
+let givenServer = options.option("--server")
+let reniceSaves = options.option("--renice-saves").flatMap { Int32($0) }
+let saves = options.remaining.first.flatMap { Int($0) } ?? 9
 
 /// The server binary: the argument, else the root package's release build, found from the current
 /// directory (the repository root or Benchmarks/) or from this executable's place in
@@ -111,18 +105,6 @@ func countLines(_ path: String) -> Int {
     return lines
 }
 
-func fileSystemName(_ path: String) -> String {
-    let type = save_floor_filesystem_type(path)
-    guard type != -1 else { return "unknown" }
-    switch UInt(bitPattern: type) {
-    case 0xEF53: return "ext2/ext3/ext4"
-    case 0x0102_1994: return "tmpfs (fsync costs nothing: use --dir on a disk)"
-    case 0x5846_5342: return "xfs"
-    case 0x9123_683E: return "btrfs"
-    case 0x794C_7630: return "overlayfs"
-    default: return String(format: "f_type 0x%lx", type)
-    }
-}
 
 // MARK: - The client
 
@@ -235,7 +217,7 @@ var size = stat()
 stat(path, &size)
 print("server \(server)")
 print(String(format: "file %@: %.1f MB, %d lines, on %@; %d saves; %d processors", path, Double(size.st_size) / 1e6, lineCount,
-             fileSystemName(path), saves, ProcessInfo.processInfo.activeProcessorCount))
+             String(cString: save_floor_filesystem_name(path)), saves, ProcessInfo.processInfo.activeProcessorCount))
 
 let session: Session
 do { session = try Session(server: server) } catch { fatalError("cannot start \(server): \(error)") }

@@ -40,18 +40,7 @@ import TextBuffer
 
 // MARK: - Arguments
 
-var arguments = Array(CommandLine.arguments.dropFirst())
-@MainActor func option(_ name: String) -> String? {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
-    let value = arguments[index + 1]
-    arguments.removeSubrange(index...index + 1)
-    return value
-}
-@MainActor func flag(_ name: String) -> Bool {
-    guard let index = arguments.firstIndex(of: name) else { return false }
-    arguments.remove(at: index)
-    return true
-}
+let options = CommandLineOptions()
 
 let pieceSize = 1 << 20
 
@@ -65,10 +54,6 @@ func time(_ body: () async throws -> Void) async rethrows -> Double {
     return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
 }
 
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
 
 /// A field of /proc/self/status in bytes (`VmHWM`, `VmRSS`), read with plain syscalls so that the
 /// reading itself allocates next to nothing.
@@ -154,8 +139,8 @@ func openInParts(_ path: String) async -> TextBuffer {
 
 // MARK: - A child: one open, peak RSS
 
-if let side = option("--child") {
-    guard let path = arguments.first else { fatalError("--child needs a path") }
+if let side = options.option("--child") {
+    guard let path = options.remaining.first else { fatalError("--child needs a path") }
     let before = statusBytes("VmHWM")
     var size = 0
     let store = DocumentStore()
@@ -179,23 +164,23 @@ if let side = option("--child") {
 
 // MARK: - The parent
 
-let megabytes = Int(option("--mb") ?? "100") ?? 100
-let crlf = flag("--crlf")
-let given = option("--file")
-let only = option("--only")
-let rounds = arguments.first.flatMap { Int($0) } ?? 7
+let megabytes = Int(options.option("--mb") ?? "100") ?? 100
+let crlf = options.flag("--crlf")
+let given = options.option("--file")
+let only = options.option("--only")
+let rounds = options.remaining.first.flatMap { Int($0) } ?? 7
 
-if let target = option("--generate") {
+if let target = options.option("--generate") {
     // Writes the generated file to `target` and stops (for profiling with --file).
     GeneratedLines.writeFile(at: target, bytes: megabytes * 1_000_000, crlf: crlf)
     exit(0)
 }
 
-if flag("--phases") {
+if options.flag("--phases") {
     // Where the time goes: each stage of the open on its own, medians of `rounds` runs.
     guard let path = given else { fatalError("--phases needs --file PATH") }
-    let loaderPiece = Int(option("--piece") ?? "") ?? (1 << 20)
-    let phaseRounds = arguments.first.flatMap { Int($0) } ?? 7
+    let loaderPiece = Int(options.option("--piece") ?? "") ?? (1 << 20)
+    let phaseRounds = options.remaining.first.flatMap { Int($0) } ?? 7
     func load(_ consume: (UnsafeBufferPointer<UInt8>) -> Void) {
         do { _ = try TextFileLoader.load(path: path, pieceSize: loaderPiece, consume: consume) } catch { fatalError("\(error)") }
     }
@@ -233,7 +218,7 @@ if flag("--phases") {
     exit(0)
 }
 
-if flag("--cpu") {
+if options.flag("--cpu") {
     // The open's processor time (both loading threads, from getrusage) besides its wall time,
     // medians of `rounds`: a figure other processes on the machine disturb less than the time.
     guard let path = given else { fatalError("--cpu needs --file PATH") }

@@ -146,3 +146,17 @@ close_directory:
     return result;
 #undef PHASE
 }
+
+const char *save_floor_filesystem_name(const char *path) {
+    static char other[32];
+    long type = save_floor_filesystem_type(path);
+    if (type == -1) return "unknown";
+    switch ((unsigned long)type) {
+    case 0xEF53: return "ext2/ext3/ext4";
+    case 0x01021994: return "tmpfs (fsync costs nothing: use --dir on a disk)";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x794C7630: return "overlayfs";
+    default: snprintf(other, sizeof other, "f_type 0x%lx", (unsigned long)type); return other;
+    }
+}

@@ -34,20 +34,14 @@ import TextBuffer
 
 // MARK: - Arguments
 
-var arguments = Array(CommandLine.arguments.dropFirst())
-@MainActor func option(_ name: String) -> String? {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
-    let value = arguments[index + 1]
-    arguments.removeSubrange(index...index + 1)
-    return value
-}
+let options = CommandLineOptions()
 
 let pieceSize = 1 << 20
-let sizes = (option("--sizes") ?? "100000,10000000").split(separator: ",").compactMap { Int($0) }
-let parent = option("--dir") ?? "/var/tmp"
-let only = option("--only")
-let onlySize = option("--size").flatMap { Int($0) } ?? 100_000
-let rounds = arguments.first.flatMap { Int($0) } ?? 31
+let sizes = (options.option("--sizes") ?? "100000,10000000").split(separator: ",").compactMap { Int($0) }
+let parent = options.option("--dir") ?? "/var/tmp"
+let only = options.option("--only")
+let onlySize = options.option("--size").flatMap { Int($0) } ?? 100_000
+let rounds = options.remaining.first.flatMap { Int($0) } ?? 31
 
 // MARK: - Measuring
 
@@ -78,10 +72,6 @@ func processCPU() -> Double {
     return (wall, processCPU() - cpu)
 }
 
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
 
 func milliseconds(_ value: Double) -> String { String(format: value < 0.01 ? "%.3f" : "%.2f", value * 1000) }
 
@@ -117,19 +107,6 @@ func readFile(_ path: String) -> [UInt8] {
     (try? Data(contentsOf: URL(fileURLWithPath: path))).map { Array($0) } ?? []
 }
 
-/// The file system of `path`, as `stat -f` names the common ones.
-func fileSystemName(_ path: String) -> String {
-    let type = save_floor_filesystem_type(path)
-    guard type != -1 else { return "unknown" }
-    switch UInt(bitPattern: type) {
-    case 0xEF53: return "ext2/ext3/ext4"
-    case 0x0102_1994: return "tmpfs (fsync costs nothing: use --dir on a disk)"
-    case 0x5846_5342: return "xfs"
-    case 0x9123_683E: return "btrfs"
-    case 0x794C_7630: return "overlayfs"
-    default: return String(format: "f_type 0x%lx", type)
-    }
-}
 
 // MARK: - The sides
 
@@ -312,7 +289,7 @@ if let only {
 
 // MARK: - The rounds
 
-print("directory \(directory): \(fileSystemName(directory)); \(rounds) rounds per size; \(ProcessInfo.processInfo.activeProcessorCount) processors")
+print("directory \(directory): \(String(cString: save_floor_filesystem_name(directory))); \(rounds) rounds per size; \(ProcessInfo.processInfo.activeProcessorCount) processors")
 for size in sizes {
     let subject = await Subject(size: size, directory: directory)
     let megabytes = Double(subject.text.count) / 1e6

@@ -42,4 +42,8 @@ void save_floor_free(unsigned char *buffer);
 /// (Swift's Glibc module does not declare statfs.)
 long save_floor_filesystem_type(const char *path);
 
+/// The file system of `path` as `stat -f` names the common ones (tmpfs with a warning: fsync costs
+/// nothing there), else "f_type 0x..." or "unknown". The string is static (not thread-safe).
+const char *save_floor_filesystem_name(const char *path);
+
 #endif

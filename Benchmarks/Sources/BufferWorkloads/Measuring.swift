@@ -1,0 +1,32 @@
+/// What every benchmark executable needs besides its workload: its options, and medians.
+
+/// The command line after the program's name: `option("--x")` takes `--x VALUE`, `flag("--y")`
+/// takes `--y`, and what is left (`remaining`) are the positional arguments, such as a round count.
+public final class CommandLineOptions {
+    public private(set) var remaining: [String]
+
+    public init(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+        remaining = arguments
+    }
+
+    /// The value after `name`, taken off the command line; nil when `name` is not there.
+    public func option(_ name: String) -> String? {
+        guard let index = remaining.firstIndex(of: name), index + 1 < remaining.count else { return nil }
+        let value = remaining[index + 1]
+        remaining.removeSubrange(index...index + 1)
+        return value
+    }
+
+    /// Whether `name` is there (taken off the command line).
+    public func flag(_ name: String) -> Bool {
+        guard let index = remaining.firstIndex(of: name) else { return false }
+        remaining.remove(at: index)
+        return true
+    }
+}
+
+/// The median (the mean of the two middle values for an even count).
+public func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
