@@ -1,0 +1,774 @@
+import CFileSystem
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The earlier versions of documents, kept on disk under a state directory so that they survive the
+/// process (NSFileVersion's role): conflict versions, the disk's content when it changed while the
+/// user had unsaved edits, which would otherwise be lost when the user's text is saved over it; and
+/// the last few saved versions of each document, so that a save can be undone after the fact.
+///
+/// The store is bounded: per document, at most `savedLimit` saved and `conflictLimit` conflict
+/// versions (the oldest go first); store-wide, at most `byteLimit` bytes (the oldest saved versions
+/// go first, then the oldest conflict versions, which are rarer and hold text nobody saved).
+///
+/// Layout, under ``directory`` (every directory 0700, every file 0600: versions hold users' text):
+///
+///     <16 hex digits of XXH64(document path)>[-<n>]/   one per document ("slot")
+///         path                                        the document's path (UTF-8, no newline)
+///         <date>-<pid>-<counter>.saved                 one file per version: the bytes of its text
+///         <date>-<pid>-<counter>.conflict
+///     .tmp-<random>                                    a version being written, or a slot being made
+///
+/// `date` is nanoseconds since the epoch (strictly increasing within a process), `pid` and
+/// `counter` make the name unique across processes. A version's id is its file name: it stays the
+/// same across processes and when its document moves. Lookups compare the `path` file with the
+/// document's path, so two paths with the same hash get different slots (`-1`, `-2`, ...).
+///
+/// There is no index file to go stale: listing reads the directory entries (names give date and
+/// kind, `fstatat` the size). Every change (adding, evicting, removing, moving) happens under an
+/// exclusive `flock` of ``directory``, so several server processes can share it; readers take no
+/// lock and skip files that vanish under them. A version is written to a temp file beside the slots,
+/// flushed, and renamed into its slot: a crash never leaves half a version under a final name, and
+/// temp files left by a crash are removed by the next store opened on the directory once they are
+/// a minute old.
+///
+/// The calls block on the file system (a large version's write, `fsync`): run them off the
+/// cooperative threads (``runOnOwnThread(niceness:_:)``).
+public final class VersionStore: Sendable {
+    /// Why a version was kept.
+    public enum Kind: String, Sendable, CaseIterable {
+        /// The text as the user saved it.
+        case saved
+        /// The disk's content when it changed under unsaved edits (someone else's change).
+        case conflict
+    }
+
+    /// A stored version (what a listing shows; the text itself is read with ``read(_:)``).
+    public struct Version: Sendable, Equatable {
+        /// Opaque and unique; safe as a file name; the same in every process and after a move.
+        public var id: String
+        /// Why it was kept (its eviction order and per-document limit follow from it).
+        public var kind: Kind
+        /// The document it is a version of (its path now, after any ``moveDocument(from:to:)``).
+        public var documentPath: String
+        /// Nanoseconds since the epoch (CLOCK_REALTIME) when it was added.
+        public var date: Int64
+        /// Bytes of text (UTF-8).
+        public var size: Int
+
+        /// A version as a listing shows it (the store makes them; public for callers' tests).
+        public init(id: String, kind: Kind, documentPath: String, date: Int64, size: Int) {
+            self.id = id
+            self.kind = kind
+            self.documentPath = documentPath
+            self.date = date
+            self.size = size
+        }
+    }
+
+    /// Where the versions are kept.
+    public let directory: String
+    /// Saved versions kept per document.
+    public let savedLimit: Int
+    /// Conflict versions kept per document.
+    public let conflictLimit: Int
+    /// Bytes kept store-wide (exceeded only by a newest version alone, which is never evicted by
+    /// the add that stored it; it is at most `maxVersionSize` and `byteLimit` bytes).
+    public let byteLimit: Int
+    /// A larger text is not stored (``add(documentPath:kind:chunks:)`` answers nil).
+    public let maxVersionSize: Int
+
+    /// Whether files and directories are flushed (`fsync`) before and after their rename; tests of
+    /// many adds turn it off to stay fast.
+    let durable: Bool
+    /// The hash naming a document's slot (XXH64 of its path; tests inject collisions).
+    let pathHash: @Sendable (String) -> UInt64
+
+    /// Names starting with this are temp files and temp slots (never a slot or a version).
+    static let tempPrefix = ".tmp-"
+    /// The file in a slot holding the document's path.
+    static let pathFileName = "path"
+    /// Slots tried for one hash: the first plus this many minus one for colliding paths.
+    static let slotsPerHash = 8
+    /// Temp files older than this are leftovers of a crash (nanoseconds).
+    static let staleTempAge: Int64 = 60 * 1_000_000_000
+    /// The longest `path` file read (a path is at most PATH_MAX bytes; anything longer is not ours).
+    static let maximumPathFileSize = 1 << 16
+
+    /// Where each id was last seen in this process (id to slot name): spares a search of every
+    /// slot in ``read(_:)``. Only a hint: checked on use, and other processes may move or evict.
+    private let slotHints = Mutex<[String: String]>([:])
+    /// Hints are dropped all at once past this count (ids evicted by other processes leave some).
+    static let maximumHints = 1 << 14
+
+    /// The last date given to a version in this process: dates are strictly increasing, so that the
+    /// order of a process's versions is the order of its adds even when the clock steps back.
+    private static let lastDate = Atomic<Int64>(0)
+    /// The unique part of version names within this process (the pid makes it unique across).
+    private static let counter = Atomic<UInt64>(0)
+
+    /// Opens the store in `directory`, creating it (and missing parents) with mode 0700. Removes
+    /// temp files older than a minute left there by a process that crashed while adding.
+    ///
+    /// - Parameters:
+    ///   - savedLimit, conflictLimit: versions of each kind kept per document (at least 1).
+    ///   - byteLimit: bytes kept store-wide.
+    ///   - maxVersionSize: a larger text is not kept (nor one larger than `byteLimit`).
+    public convenience init(
+        directory: String, savedLimit: Int = 20, conflictLimit: Int = 20, byteLimit: Int = 512 << 20,
+        maxVersionSize: Int = 64 << 20
+    ) throws(FileSystemError) {
+        try self.init(
+            directory: directory, savedLimit: savedLimit, conflictLimit: conflictLimit, byteLimit: byteLimit,
+            maxVersionSize: maxVersionSize, durable: true, pathHash: { ContentHasher.hash($0.utf8) })
+    }
+
+    /// The same, with the flushing and the slot hash chosen (for tests).
+    init(
+        directory: String, savedLimit: Int, conflictLimit: Int, byteLimit: Int, maxVersionSize: Int,
+        durable: Bool, pathHash: @escaping @Sendable (String) -> UInt64
+    ) throws(FileSystemError) {
+        precondition(savedLimit >= 1 && conflictLimit >= 1, "a version store keeps at least one version of each kind")
+        precondition(byteLimit >= 0 && maxVersionSize >= 0)
+        var path = directory
+        while path.count > 1 && path.hasSuffix("/") { path.removeLast() }
+        self.directory = path
+        self.savedLimit = savedLimit
+        self.conflictLimit = conflictLimit
+        self.byteLimit = byteLimit
+        self.maxVersionSize = maxVersionSize
+        self.durable = durable
+        self.pathHash = pathHash
+        try Self.makeDirectories(path)
+        sweepStaleTempFiles()
+    }
+
+    // MARK: - Adding
+
+    /// Stores `text` (UTF-8) as a new version of the document at `documentPath`, then evicts as
+    /// ``add(documentPath:kind:chunks:)`` does. Answers nil for a text over `maxVersionSize` bytes.
+    @discardableResult
+    public func add(documentPath: String, kind: Kind, text: some Collection<UInt8>) throws(FileSystemError) -> Version? {
+        guard text.count <= min(maxVersionSize, byteLimit) else { return nil }
+        if let array = text as? [UInt8] { return try add(documentPath: documentPath, kind: kind, chunks: CollectionOfOne(array)) }
+        return try add(documentPath: documentPath, kind: kind, chunks: CollectionOfOne(Array(text)))
+    }
+
+    /// Stores the concatenated `chunks` (UTF-8: a text buffer's `utf8Chunks`, written as they are,
+    /// without gathering them into one array) as a new version of the document at `documentPath`.
+    /// Then evicts the oldest versions of that kind of the document beyond its limit, and while the
+    /// store holds more than `byteLimit` bytes the oldest saved versions store-wide, then the oldest
+    /// conflict versions (never the one just added).
+    ///
+    /// Answers nil, storing nothing, when the text is over `maxVersionSize` (or `byteLimit`) bytes:
+    /// a version that large is not worth the disk (the writing stops at the limit).
+    @discardableResult
+    public func add(documentPath: String, kind: Kind, chunks: some Sequence<[UInt8]>) throws(FileSystemError) -> Version? {
+        let top = try openTop()
+        defer { close(top) }
+        let limit = min(maxVersionSize, byteLimit)
+
+        // The text goes to a temp file beside the slots (the same file system, so the rename into
+        // a slot is atomic), written and flushed before the lock: a slow write holds no one up.
+        let (fd, tempName) = try createTempFile(top)
+        var fdOpen = true
+        var tempExists = true
+        defer {
+            if fdOpen { close(fd) }
+            if tempExists { unlinkat(top, tempName, 0) }
+        }
+        let tempPath = directory + "/" + tempName
+        var writer = GatheringWriter(fd: fd, path: tempPath)
+        for chunk in chunks {
+            if writer.count + chunk.count > limit { return nil }
+            try writer.append(chunk)
+        }
+        try writer.flush()
+        if durable, fsync(fd) != 0 { throw FileSystemError(errno: errno, syscall: "fsync", path: tempPath) }
+        fdOpen = false
+        guard close(fd) == 0 else { throw FileSystemError(errno: errno, syscall: "close", path: tempPath) }
+        let size = writer.count
+
+        return try locked(top) { () throws(FileSystemError) -> Version in
+            let slot = try findOrCreateSlot(top, documentPath)
+            let date = Self.nextDate()
+            var name = ""
+            // Unique by construction; RENAME_NOREPLACE makes sure (another clock, a reused pid).
+            for attempt in 0... {
+                name = Self.fileName(date: date, kind: kind)
+                let target = slot + "/" + name
+                if cfs_renameat2(top, tempName, top, target, 1) == 0 { break }
+                let number = errno
+                if number == EEXIST && attempt < 16 { continue }
+                if number == EINVAL || number == ENOSYS {
+                    // No RENAME_NOREPLACE on this file system: under the lock, and with a name
+                    // unique by construction, a plain rename is as good.
+                    guard renameat(top, tempName, top, target) == 0 else {
+                        throw FileSystemError(errno: errno, syscall: "renameat", path: directory + "/" + target)
+                    }
+                    break
+                }
+                throw FileSystemError(errno: number, syscall: "renameat2", path: directory + "/" + target)
+            }
+            tempExists = false
+            if durable { flushDirectory(top, slot) }
+            remember(name, in: slot)
+            evictBeyondLimit(top, slot: slot, kind: kind, keeping: name)
+            evictBeyondByteLimit(top, keeping: name)
+            return Version(id: name, kind: kind, documentPath: documentPath, date: date, size: size)
+        }
+    }
+
+    // MARK: - Reading
+
+    /// The versions of the document at `documentPath`, newest first (empty when it has none or the
+    /// store cannot be read: versions are a convenience, never a reason to fail).
+    public func versions(of documentPath: String) -> [Version] {
+        guard let top = try? openTop() else { return [] }
+        defer { close(top) }
+        guard let slot = findSlot(top, documentPath) else { return [] }
+        let entries = listSlot(top, slot).sorted(by: Entry.newerFirst)
+        for entry in entries { remember(entry.name, in: slot) }
+        return entries.map { Version(id: $0.name, kind: $0.kind, documentPath: documentPath, date: $0.date, size: $0.size) }
+    }
+
+    /// The version with this id, or nil when there is none (evicted, removed, never stored).
+    public func version(_ id: String) -> Version? {
+        guard let parsed = Entry.parse(id), let top = try? openTop() else { return nil }
+        defer { close(top) }
+        guard let (slot, status) = locate(top, id), let path = readPathFile(top, slot) else { return nil }
+        return Version(id: id, kind: parsed.kind, documentPath: path, date: parsed.date, size: Int(status.st_size))
+    }
+
+    /// The text of the version with this id. An unknown id (evicted, removed, never stored, or not
+    /// an id at all) fails with ENOENT.
+    public func read(_ id: String) throws(FileSystemError) -> [UInt8] {
+        let notFound = FileSystemError(errno: ENOENT, syscall: "openat", path: directory + "/" + id,
+            reason: "no stored version has this id (it was evicted or removed, or never stored)")
+        guard Entry.parse(id) != nil else { throw notFound }
+        let top = try openTop()
+        defer { close(top) }
+        guard let (slot, _) = locate(top, id) else { throw notFound }
+        let fd = openat(top, slot + "/" + id, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 {
+            if errno == ENOENT { throw notFound }  // removed since it was found
+            throw FileSystemError(errno: errno, syscall: "openat", path: directory + "/" + slot + "/" + id)
+        }
+        defer { close(fd) }
+        return try Self.readAll(fd, path: directory + "/" + slot + "/" + id)
+    }
+
+    // MARK: - Removing and moving
+
+    /// Removes the version with this id; answers whether there was one. A document left without
+    /// versions loses its slot.
+    @discardableResult
+    public func remove(_ id: String) -> Bool {
+        guard Entry.parse(id) != nil, let top = try? openTop() else { return false }
+        defer { close(top) }
+        return (try? locked(top) { () throws(FileSystemError) -> Bool in
+            guard let (slot, _) = locate(top, id), unlinkat(top, slot + "/" + id, 0) == 0 else { return false }
+            forget(id)
+            removeSlotIfEmpty(top, slot)
+            return true
+        }) ?? false
+    }
+
+    /// The document at `oldPath` now lives at `newPath` (renamed, moved, saved as): its versions
+    /// follow it, keeping their ids, and are listed under `newPath` only. Versions already kept for
+    /// `newPath` (a document moved over another) stay, and the per-document limits apply to all.
+    /// A failure leaves each version under one of the two paths.
+    public func moveDocument(from oldPath: String, to newPath: String) throws(FileSystemError) {
+        guard oldPath != newPath else { return }
+        let top = try openTop()
+        defer { close(top) }
+        try locked(top) { () throws(FileSystemError) in
+            guard let oldSlot = findSlot(top, oldPath) else { return }
+            let newSlot = try findOrCreateSlot(top, newPath)
+            defer { removeSlotIfEmpty(top, newSlot) }
+            for entry in listSlot(top, oldSlot) {
+                let from = oldSlot + "/" + entry.name
+                let to = newSlot + "/" + entry.name
+                if cfs_renameat2(top, from, top, to, 1) != 0 {
+                    let number = errno
+                    if number == ENOENT { continue }  // evicted meanwhile
+                    if number == EINVAL || number == ENOSYS {
+                        if renameat(top, from, top, to) != 0 && errno != ENOENT {
+                            throw FileSystemError(errno: errno, syscall: "renameat", path: directory + "/" + to)
+                        }
+                    } else {
+                        throw FileSystemError(errno: number, syscall: "renameat2", path: directory + "/" + to)
+                    }
+                }
+                remember(entry.name, in: newSlot)
+            }
+            if durable {
+                flushDirectory(top, newSlot)
+                flushDirectory(top, oldSlot)
+            }
+            removeSlotIfEmpty(top, oldSlot)
+            for kind in Kind.allCases { evictBeyondLimit(top, slot: newSlot, kind: kind, keeping: nil) }
+        }
+    }
+
+    // MARK: - Slots
+
+    /// The slot of the document at `path`: the first of its hash's slots whose `path` file holds it.
+    private func findSlot(_ top: Int32, _ path: String) -> String? {
+        let bytes = Array(path.utf8)
+        for slot in slotNames(for: path) where readPathBytes(top, slot) == bytes { return slot }
+        return nil
+    }
+
+    /// The names of the slots tried for `path`: its hash in hex, then the same with `-1`, `-2`, ...
+    private func slotNames(for path: String) -> [String] {
+        let hex = String(pathHash(path), radix: 16)
+        let base = String(repeating: "0", count: 16 - hex.count) + hex
+        return (0..<Self.slotsPerHash).map { $0 == 0 ? base : base + "-\($0)" }
+    }
+
+    /// The slot of the document at `path`, made if it has none (under the lock). A new slot is a
+    /// temp directory with its `path` file, renamed into place: a slot never lacks its path.
+    private func findOrCreateSlot(_ top: Int32, _ path: String) throws(FileSystemError) -> String {
+        if let slot = findSlot(top, path) { return slot }
+        let temp = Self.tempPrefix + Self.randomHex()
+        let tempPath = directory + "/" + temp
+        guard mkdirat(top, temp, 0o700) == 0 else { throw FileSystemError(errno: errno, syscall: "mkdirat", path: tempPath) }
+        var renamed = false
+        defer {
+            if !renamed {
+                unlinkat(top, temp + "/" + Self.pathFileName, 0)
+                unlinkat(top, temp, AT_REMOVEDIR)
+            }
+        }
+        // The mode exactly (a umask could have taken bits from 0700; none may be added).
+        guard fchmodat(top, temp, 0o700, 0) == 0 else { throw FileSystemError(errno: errno, syscall: "fchmodat", path: tempPath) }
+        let pathFile = temp + "/" + Self.pathFileName
+        let fd = openat(top, pathFile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw FileSystemError(errno: errno, syscall: "openat", path: directory + "/" + pathFile) }
+        var writer = GatheringWriter(fd: fd, path: directory + "/" + pathFile)
+        do throws(FileSystemError) {
+            guard fchmod(fd, 0o600) == 0 else { throw FileSystemError(errno: errno, syscall: "fchmod", path: directory + "/" + pathFile) }
+            try writer.append(Array(path.utf8))
+            try writer.flush()
+            if durable, fsync(fd) != 0 { throw FileSystemError(errno: errno, syscall: "fsync", path: directory + "/" + pathFile) }
+        } catch {
+            close(fd)
+            throw error
+        }
+        guard close(fd) == 0 else { throw FileSystemError(errno: errno, syscall: "close", path: directory + "/" + pathFile) }
+        for slot in slotNames(for: path) {
+            // A slot taken by another path (a hash collision) is not empty: ENOTEMPTY. An empty
+            // directory there (a removal cut short by a crash) is replaced.
+            if renameat(top, temp, top, slot) == 0 {
+                renamed = true
+                if durable { flushDirectory(top, ".") }
+                return slot
+            }
+            let number = errno
+            guard number == ENOTEMPTY || number == EEXIST || number == ENOTDIR || number == EISDIR else {
+                throw FileSystemError(errno: number, syscall: "renameat", path: directory + "/" + slot)
+            }
+        }
+        throw FileSystemError(errno: EEXIST, syscall: "renameat", path: directory + "/" + slotNames(for: path)[0],
+            reason: "\(Self.slotsPerHash) other documents' paths have the same hash")
+    }
+
+    /// Removes `slot` when it holds no version (its `path` file, then the directory); anything
+    /// unexpected in it keeps it. Under the lock.
+    private func removeSlotIfEmpty(_ top: Int32, _ slot: String) {
+        let slotFD = openat(top, slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard slotFD >= 0 else { return }
+        defer { close(slotFD) }
+        guard Self.entryNames(slotFD).allSatisfy({ $0 == Self.pathFileName }) else { return }
+        unlinkat(slotFD, Self.pathFileName, 0)
+        unlinkat(top, slot, AT_REMOVEDIR)
+    }
+
+    /// Every slot in the store (directories named as slots; temp names are skipped).
+    private func allSlots(_ top: Int32) -> [String] {
+        Self.entryNames(top).filter(Self.isSlotName)
+    }
+
+    /// The slot holding the version `id` (a regular file there), and its status: the slot where
+    /// this process last saw it, else the first slot that has it.
+    private func locate(_ top: Int32, _ id: String) -> (slot: String, status: stat)? {
+        func find(_ slot: String) -> stat? {
+            var status = stat()
+            guard fstatat(top, slot + "/" + id, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+            return status
+        }
+        let hint = slotHints.withLock { $0[id] }
+        if let hint, let status = find(hint) { return (hint, status) }
+        for slot in allSlots(top) where slot != hint {
+            if let status = find(slot) {
+                remember(id, in: slot)
+                return (slot, status)
+            }
+        }
+        return nil
+    }
+
+    /// Whether `name` is a slot's: 16 lowercase hex digits, optionally `-` and a number.
+    static func isSlotName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard bytes.count >= 16 else { return false }
+        guard bytes[0..<16].allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else { return false }
+        if bytes.count == 16 { return true }
+        return bytes.count > 17 && bytes[16] == 0x2D && bytes[17...].allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+    }
+
+    /// The path stored in `slot`, decoded.
+    private func readPathFile(_ top: Int32, _ slot: String) -> String? {
+        readPathBytes(top, slot).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The bytes of `slot`'s `path` file; nil when there is none or it cannot be read.
+    private func readPathBytes(_ top: Int32, _ slot: String) -> [UInt8]? {
+        let fd = openat(top, slot + "/" + Self.pathFileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        guard let bytes = try? Self.readAll(fd, path: "", limit: Self.maximumPathFileSize) else { return nil }
+        return bytes
+    }
+
+    // MARK: - Versions in a slot
+
+    /// A version file's name, parsed, with its size.
+    struct Entry {
+        var name: String
+        var date: Int64
+        var pid: Int64
+        var counter: UInt64
+        var kind: Kind
+        var size: Int
+
+        /// `<date>-<pid>-<counter>.<kind>` (decimal numbers); nil for any other name, which keeps
+        /// a path (`/`, `..`) from ever passing for an id.
+        static func parse(_ name: String) -> Entry? {
+            guard name.utf8.count <= 80, let dot = name.lastIndex(of: "."),
+                  let kind = Kind(rawValue: String(name[name.index(after: dot)...])) else { return nil }
+            let parts = name[..<dot].split(separator: "-", omittingEmptySubsequences: false)
+            guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }),
+                  let date = Int64(parts[0]), let pid = Int64(parts[1]), let counter = UInt64(parts[2]) else { return nil }
+            return Entry(name: name, date: date, pid: pid, counter: counter, kind: kind, size: 0)
+        }
+
+        /// Newest first: by date, then (the same nanosecond in two processes) by pid and counter.
+        static func newerFirst(_ a: Entry, _ b: Entry) -> Bool {
+            (a.date, a.pid, a.counter) > (b.date, b.pid, b.counter)
+        }
+    }
+
+    /// The versions in `slot` with their sizes; files that vanish meanwhile are skipped.
+    private func listSlot(_ top: Int32, _ slot: String) -> [Entry] {
+        let slotFD = openat(top, slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard slotFD >= 0 else { return [] }
+        defer { close(slotFD) }
+        var entries: [Entry] = []
+        for name in Self.entryNames(slotFD) {
+            guard var entry = Entry.parse(name) else { continue }
+            var status = stat()
+            guard fstatat(slotFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else { continue }
+            entry.size = Int(status.st_size)
+            entries.append(entry)
+        }
+        return entries
+    }
+
+    /// The version file name for a new version of `kind` added at `date`.
+    private static func fileName(date: Int64, kind: Kind) -> String {
+        let unique = counter.wrappingAdd(1, ordering: .relaxed).newValue
+        return "\(date)-\(getpid())-\(unique).\(kind.rawValue)"
+    }
+
+    // MARK: - Eviction (under the lock)
+
+    /// Removes the oldest versions of `kind` in `slot` beyond the per-document limit (not `keeping`).
+    private func evictBeyondLimit(_ top: Int32, slot: String, kind: Kind, keeping: String?) {
+        let limit = kind == .saved ? savedLimit : conflictLimit
+        let ofKind = listSlot(top, slot).filter { $0.kind == kind }
+        guard ofKind.count > limit else { return }
+        let oldestFirst = ofKind.filter { $0.name != keeping }.sorted(by: Entry.newerFirst).reversed()
+        for entry in oldestFirst.prefix(ofKind.count - limit) {
+            unlinkat(top, slot + "/" + entry.name, 0)  // ENOENT: another process removed it
+            forget(entry.name)
+        }
+    }
+
+    /// While the store holds more than `byteLimit` bytes, removes the oldest saved version of any
+    /// document, then the oldest conflict version (never `keeping`). Slots emptied go too.
+    private func evictBeyondByteLimit(_ top: Int32, keeping: String) {
+        var all: [(slot: String, entry: Entry)] = []
+        var total = 0
+        for slot in allSlots(top) {
+            for entry in listSlot(top, slot) {
+                all.append((slot, entry))
+                total += entry.size
+            }
+        }
+        guard total > byteLimit else { return }
+        let order = all.filter { $0.entry.name != keeping }.sorted { a, b in
+            if a.entry.kind != b.entry.kind { return a.entry.kind == .saved }
+            return Entry.newerFirst(b.entry, a.entry)
+        }
+        var emptied: Set<String> = []
+        for (slot, entry) in order {
+            guard total > byteLimit else { break }
+            if unlinkat(top, slot + "/" + entry.name, 0) == 0 || errno == ENOENT {
+                total -= entry.size
+                forget(entry.name)
+                emptied.insert(slot)
+            }
+        }
+        for slot in emptied { removeSlotIfEmpty(top, slot) }
+    }
+
+    // MARK: - Hints
+
+    private func remember(_ id: String, in slot: String) {
+        slotHints.withLock { hints in
+            if hints.count >= Self.maximumHints { hints.removeAll(keepingCapacity: true) }
+            hints[id] = slot
+        }
+    }
+
+    private func forget(_ id: String) {
+        _ = slotHints.withLock { $0.removeValue(forKey: id) }
+    }
+
+    // MARK: - System calls
+
+    /// The store's directory, opened for one operation (each holds its own descriptor, so that its
+    /// `flock` excludes the other threads of this process as well as other processes).
+    private func openTop() throws(FileSystemError) -> Int32 {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: directory) }
+        return fd
+    }
+
+    /// Runs `body` holding the exclusive lock of the store's directory.
+    private func locked<T>(_ top: Int32, _ body: () throws(FileSystemError) -> T) throws(FileSystemError) -> T {
+        while flock(top, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw FileSystemError(errno: errno, syscall: "flock", path: directory) }
+        }
+        defer { flock(top, LOCK_UN) }
+        return try body()
+    }
+
+    /// A new private (0600) temp file with a random name in the store's directory.
+    private func createTempFile(_ top: Int32) throws(FileSystemError) -> (Int32, String) {
+        for _ in 0..<16 {
+            let name = Self.tempPrefix + Self.randomHex()
+            let fd = openat(top, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                // The mode exactly, whatever the umask.
+                guard fchmod(fd, 0o600) == 0 else {
+                    let error = FileSystemError(errno: errno, syscall: "fchmod", path: directory + "/" + name)
+                    close(fd)
+                    unlinkat(top, name, 0)
+                    throw error
+                }
+                return (fd, name)
+            }
+            guard errno == EEXIST else {
+                throw FileSystemError(errno: errno, syscall: "openat", path: directory + "/" + name, reason: "creating a temp file for a version")
+            }
+        }
+        throw FileSystemError(errno: EEXIST, syscall: "openat", path: directory)
+    }
+
+    /// Flushes the directory `name` (relative to `top`) so a rename in it survives a power loss.
+    /// Best effort: the version is there either way.
+    private func flushDirectory(_ top: Int32, _ name: String) {
+        let fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+
+    /// Removes the temp files and temp slots older than a minute: leftovers of a process killed
+    /// while adding. Fresher ones may belong to a live process. Removes empty slots without a
+    /// `path` file too (a removal cut short). Best effort.
+    private func sweepStaleTempFiles() {
+        guard let top = try? openTop() else { return }
+        defer { close(top) }
+        _ = try? locked(top) { () throws(FileSystemError) in
+            let now = Self.realtimeNanoseconds()
+            for name in Self.entryNames(top) where name.hasPrefix(Self.tempPrefix) {
+                var status = stat()
+                guard fstatat(top, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+                let modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
+                guard now - modified > Self.staleTempAge else { continue }
+                if status.st_mode & S_IFMT == S_IFDIR {
+                    let fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                    if fd >= 0 {
+                        for inner in Self.entryNames(fd) { unlinkat(fd, inner, 0) }
+                        close(fd)
+                    }
+                    unlinkat(top, name, AT_REMOVEDIR)
+                } else {
+                    unlinkat(top, name, 0)
+                }
+            }
+            for slot in allSlots(top) where readPathBytes(top, slot) == nil {
+                unlinkat(top, slot, AT_REMOVEDIR)  // ENOTEMPTY: not ours to judge, kept
+            }
+        }
+    }
+
+    /// Creates `path` and its missing parents with mode 0700; fails unless it ends up a directory.
+    private static func makeDirectories(_ path: String) throws(FileSystemError) {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) == 0 {
+                _ = chmod(prefix, 0o700)  // exactly, whatever the umask
+            } else if errno != EEXIST {
+                throw FileSystemError(errno: errno, syscall: "mkdir", path: prefix, reason: "creating the version store's directory \(path)")
+            }
+        }
+        var status = stat()
+        guard stat(path, &status) == 0 else { throw FileSystemError(errno: errno, syscall: "stat", path: path) }
+        guard status.st_mode & S_IFMT == S_IFDIR else {
+            throw FileSystemError(errno: ENOTDIR, syscall: "stat", path: path, reason: "the version store's directory is not a directory")
+        }
+    }
+
+    /// The names in the open directory `fd` (without `.` and `..`); read through a duplicate, so
+    /// `fd` stays open and usable.
+    static func entryNames(_ fd: Int32) -> [String] {
+        let listFD = dup(fd)
+        guard listFD >= 0 else { return [] }
+        guard let stream = fdopendir(listFD) else {
+            close(listFD)
+            return []
+        }
+        defer { closedir(stream) }
+        rewinddir(stream)  // the duplicate shares the offset with `fd`, which an earlier listing moved
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            // Read up to the NUL through a pointer (loading `d_name` copies 256 bytes, past the end
+            // of a short record: see SafeSave's sweep).
+            let name = String(cString: UnsafeRawPointer(entry).advanced(by: versionDirentNameOffset).assumingMemoryBound(to: CChar.self))
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// All of the open file `fd`, read from its start; more than `limit` bytes fails with EFBIG.
+    static func readAll(_ fd: Int32, path: String, limit: Int = .max) throws(FileSystemError) -> [UInt8] {
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { throw FileSystemError(errno: errno, syscall: "fstat", path: path) }
+        guard Int(status.st_size) <= limit else { throw FileSystemError(errno: EFBIG, syscall: "fstat", path: path) }
+        // One byte more than the size: reading it (or EOF) says whether the file grew meanwhile.
+        var bytes = [UInt8](repeating: 0, count: min(Int(status.st_size), limit) + 1)
+        var done = 0
+        while true {
+            if done == bytes.count {
+                guard bytes.count <= limit else { throw FileSystemError(errno: EFBIG, syscall: "pread", path: path) }
+                bytes.append(contentsOf: repeatElement(0, count: max(4096, bytes.count)))
+            }
+            let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(done)) }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError(errno: errno, syscall: "pread", path: path)
+            }
+            if got == 0 { break }
+            done += got
+        }
+        bytes.removeSubrange(done...)
+        return bytes
+    }
+
+    /// Now, in nanoseconds since the epoch.
+    static func realtimeNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
+    /// Now, or just after the last date given in this process if the clock is not past it.
+    private static func nextDate() -> Int64 {
+        let now = max(realtimeNanoseconds(), 0)
+        var last = lastDate.load(ordering: .relaxed)
+        while true {
+            let next = max(now, last + 1)
+            let (exchanged, original) = lastDate.compareExchange(expected: last, desired: next, ordering: .relaxed)
+            if exchanged { return next }
+            last = original
+        }
+    }
+
+    private static func randomHex() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(generator.next() as UInt64, radix: 16)
+    }
+}
+
+/// Writes pieces to a file in order with `pwritev` (up to 1 MiB or 1,024 pieces a call), keeping
+/// the arrays, not copying them, until they are written; loops over short writes and EINTR.
+private struct GatheringWriter {
+    let fd: Int32
+    let path: String
+    private var pending: [[UInt8]] = []
+    private var pendingBytes = 0
+    private var offset: off_t = 0
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    /// Bytes taken so far (written or pending).
+    var count: Int { Int(offset) + pendingBytes }
+
+    mutating func append(_ bytes: [UInt8]) throws(FileSystemError) {
+        guard !bytes.isEmpty else { return }
+        pending.append(bytes)
+        pendingBytes += bytes.count
+        if pendingBytes >= 1 << 20 || pending.count == 1024 { try flush() }
+    }
+
+    mutating func flush() throws(FileSystemError) {
+        guard !pending.isEmpty else { return }
+        var vectors: [iovec] = []
+        vectors.reserveCapacity(pending.count)
+        for piece in pending {
+            // The storage of an array kept alive and unchanged in `pending` meanwhile.
+            let base = piece.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
+            vectors.append(iovec(iov_base: base, iov_len: piece.count))
+        }
+        var first = 0
+        var written = 0
+        while first < vectors.count {
+            let wrote = vectors.withUnsafeBufferPointer { all in
+                pwritev(fd, all.baseAddress! + first, Int32(all.count - first), offset + off_t(written))
+            }
+            if wrote < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError(errno: errno, syscall: "pwritev", path: path)
+            }
+            written += wrote
+            var left = wrote
+            while first < vectors.count && left >= vectors[first].iov_len {
+                left -= vectors[first].iov_len
+                first += 1
+            }
+            if left > 0 {
+                vectors[first].iov_base += left
+                vectors[first].iov_len -= left
+            }
+        }
+        withExtendedLifetime(pending) {}
+        pending.removeAll(keepingCapacity: true)
+        pendingBytes = 0
+        offset += off_t(written)
+    }
+}
+
+/// Where a directory entry's name starts in its record.
+private let versionDirentNameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
