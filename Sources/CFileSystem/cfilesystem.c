@@ -36,3 +36,7 @@ int cfs_set_thread_nice(int nice) {
 #include <sys/eventfd.h>
 
 int cfs_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+int cfs_open_path_only(const char *path) {
+    return open(path, O_PATH | O_CLOEXEC);
+}

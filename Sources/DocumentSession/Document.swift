@@ -23,12 +23,27 @@ public struct Document: Sendable {
     public var identity: FileIdentity
     /// The state flags.
     public var state: DocumentState = []
+    /// The text as last synced with the file (read, saved, reverted or reloaded): the base of a
+    /// three-way merge when the file changes while there are unsaved edits. An O(1) snapshot that
+    /// shares the rope's unchanged chunks with `buffer`.
+    public internal(set) var syncedText: TextBuffer
+    /// The file was deleted (or moved where it could not be followed) while open: the text is
+    /// kept, and the next save writes the file again.
+    public internal(set) var deletedOnDisk = false
+    /// How many times the text was taken from the file by a reload or a conflict's resolution: a
+    /// save of a text taken before one would overwrite what the file gained, so it is refused.
+    var reloadCount = 0
 
     /// Whether the text differs from the file's, by the history's account.
     public var hasUnsavedChanges: Bool { history.hasUnsavedChanges }
 
     /// The file name, shown to the user.
-    public var displayName: String { String(path.split(separator: "/").last ?? Substring(path)) }
+    public var displayName: String { Self.displayName(forPath: path) }
+
+    /// The file name of a path.
+    public static func displayName(forPath path: String) -> String {
+        String(path.split(separator: "/").last ?? Substring(path))
+    }
 
     /// The kind of document, from the file name's extension (LSP's language identifiers).
     public var fileType: String { FileType.identifier(forPath: path) }

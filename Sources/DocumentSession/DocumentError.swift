@@ -21,4 +21,17 @@ public enum DocumentError: Error, Sendable, Equatable {
     case save(SaveError)
     /// Save-as named a file another open document holds.
     case openElsewhere(path: String, handle: String)
+    /// The file was deleted on disk (a state change's detail, not a refusal).
+    case deletedOnDisk(path: String)
+    /// `resolveConflict` on a document that is not in conflict.
+    case notInConflict(handle: String)
+    /// A three-way merge found changes on both sides to the same lines: the regions, with line
+    /// ranges in the document's current text.
+    case mergeConflicts([ThreeWayMerge.Conflict])
+    /// The disk's side of a conflict could not be read as text (`theirs` and `merge` need it).
+    case theirsUnreadable(LoadError)
+    /// No version of the document has this id.
+    case unknownVersion(String)
+    /// Earlier versions are not kept (no state directory could be made).
+    case versionsUnavailable(reason: String)
 }

@@ -1,3 +1,5 @@
+import TextBuffer
+
 /// What a document tells its clients without being asked: produced by the ``DocumentStore`` as
 /// values, turned into notifications by the server.
 public struct DocumentEvent: Sendable, Equatable {
@@ -21,6 +23,28 @@ public struct DocumentEvent: Sendable, Equatable {
         case closing, closed
         /// A save was cancelled before it replaced the file.
         case saveCancelled
+        /// The file was deleted, or moved where it could not be followed: the text is kept and the
+        /// next save writes the file again.
+        case deletedOnDisk
+        /// The file changed on disk and the document, which had no unsaved edits, took its text
+        /// (sent with `kind` `.textChanged`); or the file now holds exactly the document's text.
+        case reloaded
+        /// A conflict was resolved (`document/resolveConflict`).
+        case conflictResolved
+        /// An earlier version was restored as an edit.
+        case restored
+    }
+
+    /// What the event reports.
+    public enum Kind: Sendable, Equatable {
+        /// The state or `hasUnsavedChanges` changed (`document/stateChanged`).
+        case stateChanged
+        /// The text changed without a client's request (the file changed on disk): the edits, in
+        /// order, each against the result of the one before, in the store's position encoding
+        /// (`document/didChange`).
+        case textChanged(edits: [TextEdit])
+        /// The file was moved or renamed from `oldPath` to `path` (`document/didMove`).
+        case moved(oldPath: String)
     }
 
     public var handle: String
@@ -35,6 +59,7 @@ public struct DocumentEvent: Sendable, Equatable {
     public var error: DocumentError?
     /// Whether an autosave (rather than a client's request) caused it.
     public var autosave: Bool
+    public var kind: Kind = .stateChanged
 }
 
 /// When the store saves documents by itself.

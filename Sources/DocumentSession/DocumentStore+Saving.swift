@@ -71,7 +71,7 @@ extension DocumentStore {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         return SaveText(
             snapshot: document.buffer, mark: document.history.mark, version: document.version,
-            encoding: document.encoding, byteOrderMark: document.hasByteOrderMark)
+            encoding: document.encoding, byteOrderMark: document.hasByteOrderMark, reloadCount: document.reloadCount)
     }
 
     /// Writes `text` through the safe-save protocol on a thread of its own, for a caller that holds
@@ -86,6 +86,13 @@ extension DocumentStore {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         let newPath = requestedPath == document.path ? nil : requestedPath
         if let newPath { try checkNotOpenElsewhere(newPath, handle: handle) }
+        if newPath == nil && !force && text.reloadCount != document.reloadCount {
+            // The document took the file's text after this save's text was taken: writing it
+            // would overwrite what the file gained.
+            let error = SaveError.changedOnDisk(path: document.path, expected: document.identity, found: document.identity)
+            change(handle, reason: .saveFailed, error: .save(error), autosave: autosave, always: true) { _ in }
+            throw .save(error)
+        }
         let request = SafeSave.Request(
             path: newPath ?? document.path, expected: newPath == nil ? document.identity : nil,
             force: force, createOnly: newPath != nil && !force)
@@ -114,16 +121,20 @@ extension DocumentStore {
                 hashInBackground(handle, buffer: snapshot, encoding: encoding, byteOrderMark: byteOrderMark, identity: saved.identity)
             }
             let released = releasesEditing ? releaseEditing(handle) : []
+            let oldPath = document.path
             change(handle, reason: .saved, autosave: autosave) { document in
                 document.identity = saved.identity
                 document.history.markClean(at: text.mark)
                 document.state.subtract(released.union([.progressAvailable, .savingError, .inConflict]))
+                document.syncedText = snapshot
+                document.deletedOnDisk = false
                 if let newPath {
                     self.handleByPath[document.path] = nil
                     document.path = newPath
                     self.handleByPath[newPath] = handle
                 }
             }
+            savedByDocument(handle, oldPath: oldPath, text: snapshot)
             return SaveResult(
                 version: text.version, path: request.path, identity: saved.identity, size: saved.size,
                 durable: saved.durable, method: saved.method)
@@ -132,7 +143,9 @@ extension DocumentStore {
             var added: DocumentState = []
             switch error {
             case .cancelled: reason = .saveCancelled
-            case .changedOnDisk: reason = .externalChange; added = .inConflict
+            // A document without unsaved edits has nothing to be in conflict with: the watcher's
+            // check (asked for below) takes the file's text into it instead.
+            case .changedOnDisk: reason = .externalChange; added = documents[handle]!.hasUnsavedChanges ? .inConflict : []
             // Refused before anything was written (save as onto an existing file): not a failure
             // of saving the document, so no savingError.
             case .alreadyExists: reason = .saveFailed
@@ -143,6 +156,7 @@ extension DocumentStore {
                 document.state.subtract(released.union(.progressAvailable))
                 document.state.formUnion(added)
             }
+            if case .changedOnDisk = error, added.isEmpty, watchFiles { checkSoon(handle) }
             throw .save(error)
         }
     }
@@ -251,8 +265,12 @@ extension DocumentStore {
                 document.hasByteOrderMark = file.hasByteOrderMark
                 document.lineEnding = file.lineEnding
                 document.identity = file.identity
+                document.syncedText = buffer
+                document.deletedOnDisk = false
                 document.state.subtract(released.union([.savingError, .inConflict]))
             }
+            presenter.conflicts[handle] = nil
+            refreshLocator(handle)
             hashInBackground(handle, buffer: buffer, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
             return documents[handle]!
         }
@@ -332,6 +350,7 @@ extension DocumentStore {
     /// Forgets a document and reports it closed.
     private func remove(_ handle: String) {
         guard let closing = documents.removeValue(forKey: handle) else { return }
+        stopPresenting(handle)
         autosaveGeneration[handle] = nil
         editingDisabledCount[handle] = nil
         if handleByPath[closing.path] == handle { handleByPath[closing.path] = nil }
@@ -433,6 +452,8 @@ struct SaveText: Sendable {
     let version: Int64
     let encoding: TextEncoding
     let byteOrderMark: Bool
+    /// The document's ``Document/reloadCount`` when the text was taken.
+    let reloadCount: Int
 }
 
 /// A revert or close begun in request order: whether it holds the document's lock already, and

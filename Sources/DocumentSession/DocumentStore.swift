@@ -20,10 +20,32 @@ public actor DocumentStore {
     var autosaveGeneration: [String: Int] = [:]
     /// How many reverts and closes asked for have disabled editing and not finished yet.
     var editingDisabledCount: [String: Int] = [:]
+    /// The file presenter: watching the documents' files (DocumentStore+Presenting.swift).
+    var presenter = PresenterState()
+    let watchFiles: Bool
+    /// Where conflict versions and saved versions are kept, if anywhere; and if not, why.
+    let versions: VersionStore?
+    let versionsUnavailableReason: String?
 
     /// A store whose documents report their state changes to `events`.
-    public init(events: @escaping @Sendable (DocumentEvent) -> Void = { _ in }) {
+    ///
+    /// - Parameters:
+    ///   - watchFiles: whether to watch the documents' files for changes by other programs.
+    ///   - versions: where to keep conflict versions and saved versions (none: not kept, for
+    ///     `versionsUnavailableReason`).
+    public init(
+        events: @escaping @Sendable (DocumentEvent) -> Void = { _ in }, watchFiles: Bool = true,
+        versions: VersionStore? = nil, versionsUnavailableReason: String? = nil
+    ) {
         self.events = events
+        self.watchFiles = watchFiles
+        self.versions = versions
+        self.versionsUnavailableReason = versionsUnavailableReason
+    }
+
+    deinit {
+        presenter.continuation?.finish()
+        presenter.watcher?.stop()
     }
 
     /// The number of open documents.
@@ -99,7 +121,7 @@ public actor DocumentStore {
             let document = Document(
                 handle: makeHandle(), path: path, buffer: buffer, history: UndoHistory(),
                 encoding: loaded.encoding, hasByteOrderMark: loaded.hasByteOrderMark,
-                lineEnding: loaded.lineEnding, identity: loaded.identity)
+                lineEnding: loaded.lineEnding, identity: loaded.identity, syncedText: buffer)
             install(document)
             hashInBackground(document.handle, buffer: buffer, encoding: loaded.encoding, byteOrderMark: loaded.hasByteOrderMark, identity: loaded.identity)
             return .success(document.handle)
@@ -158,9 +180,11 @@ public actor DocumentStore {
         }
         var lines = LineEndingCounter()
         bytes.withUnsafeBufferPointer { lines.count($0) }
+        let buffer = TextBuffer(text)
         let document = Document(
-            handle: makeHandle(), path: path, buffer: TextBuffer(text), history: UndoHistory(),
-            encoding: .utf8, hasByteOrderMark: false, lineEnding: lines.style, identity: identity)
+            handle: makeHandle(), path: path, buffer: buffer, history: UndoHistory(),
+            encoding: .utf8, hasByteOrderMark: false, lineEnding: lines.style, identity: identity,
+            syncedText: buffer)
         install(document)
         return document
     }
@@ -173,6 +197,7 @@ public actor DocumentStore {
     func install(_ document: Document) {
         documents[document.handle] = document
         handleByPath[document.path] = document.handle
+        startPresenting(document.handle)
     }
 
     // MARK: - Reading and editing

@@ -23,6 +23,12 @@ extension ErrorCode {
     public static let changedOnDisk = ErrorCode(rawValue: -32017)
     /// -32018: the text holds a character the file's encoding cannot represent.
     public static let unencodable = ErrorCode(rawValue: -32018)
+    /// -32019: `document/resolveConflict` on a document that is not in conflict.
+    public static let notInConflict = ErrorCode(rawValue: -32019)
+    /// -32020: no version of the document has this id.
+    public static let unknownVersion = ErrorCode(rawValue: -32020)
+    /// -32021: earlier versions are not kept (no usable state directory).
+    public static let versionsUnavailable = ErrorCode(rawValue: -32021)
 }
 
 extension FileSystemError {
@@ -70,7 +76,7 @@ extension Server {
             let what = found == nil ? "was deleted" : "changed on disk"
             return ResponseError(
                 .changedOnDisk,
-                "\(path) \(what) since it was read or last saved; save with force to overwrite it, or revert",
+                "\(path) \(what) since it was read or last saved; resolve the conflict, save with force to overwrite it, or revert",
                 data: ["path": .string(path), "uri": .string(FileURI.uri(from: path)), "expectedEtag": .string(etag(expected)),
                        "etag": found.map { .string(etag($0)) } ?? .null])
         case .save(.notRegularFile(let path, let kind)):
@@ -93,6 +99,20 @@ extension Server {
             return .cancelled(id)
         case .editingDisabled(let handle, let reason):
             return ResponseError(.editingDisabled, "Editing document \(handle) is disabled: \(reason)", data: ["document": .string(handle)])
+        case .deletedOnDisk(let path):
+            return ResponseError(
+                .changedOnDisk, "\(path) was deleted on disk; the text is kept, and the next save writes the file again",
+                data: ["path": .string(path), "uri": .string(FileURI.uri(from: path))])
+        case .notInConflict(let handle):
+            return ResponseError(.notInConflict, "Document \(handle) is not in conflict: there is nothing to resolve", data: ["document": .string(handle)])
+        case .mergeConflicts(let regions):
+            return ResponseError(.changedOnDisk, "The merge found \(regions.count) conflicting region(s)")
+        case .theirsUnreadable(let load):
+            return responseError(.load(load), id: id, encodingWasNamed: true)
+        case .unknownVersion(let version):
+            return ResponseError(.unknownVersion, "No version of this document has the id \"\(version)\"", data: ["id": .string(version)])
+        case .versionsUnavailable(let reason):
+            return ResponseError(.versionsUnavailable, "Earlier versions are not kept: \(reason)")
         }
     }
 }

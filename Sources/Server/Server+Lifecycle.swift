@@ -43,6 +43,7 @@ extension Server {
         if let traceLevel { trace = TraceLevel(rawValue: traceLevel) ?? .off }
         lifecycle = .running
         await store.setAutosave(autosave)
+        await store.setPositionEncoding(chosen)
         let autosaveJSON: JSONValue
         switch autosave {
         case .off: autosaveJSON = ["policy": "off"]
@@ -56,6 +57,8 @@ extension Server {
                 "batches": true,
                 "cancellation": true,
                 "autosave": autosaveJSON,
+                "watchFiles": .bool(configuration.watchFiles),
+                "versions": .bool(await store.keepsVersions),
             ],
         ]
     }

@@ -125,6 +125,7 @@ extension Server {
     private static func detailCode(_ error: DocumentError) -> String {
         switch error {
         case .save(.changedOnDisk): return "changedOnDisk"
+        case .deletedOnDisk: return "deletedOnDisk"
         case .save(.unencodable): return "unencodable"
         case .save(.notRegularFile), .load(.notRegularFile): return "notRegularFile"
         case .save(.alreadyExists), .alreadyExists, .openElsewhere: return "alreadyExists"
@@ -136,7 +137,8 @@ extension Server {
 
     private static func advice(_ error: DocumentError) -> (Bool, [String]) {
         switch error {
-        case .save(.changedOnDisk): return (true, ["revert", "saveAs", "force"])
+        case .save(.changedOnDisk): return (true, ["resolveConflict", "revert", "saveAs", "force"])
+        case .deletedOnDisk: return (true, ["save", "saveAs", "close"])
         case .save(.alreadyExists): return (false, ["force", "saveAs"])
         case .openElsewhere, .alreadyExists: return (false, ["saveAs"])
         case .save(.unencodable): return (false, ["saveAs"])

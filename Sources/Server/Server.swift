@@ -1,3 +1,4 @@
+import FileStore
 import JSON
 import DocumentSession
 import JSONRPC
@@ -27,7 +28,16 @@ public final class Server: MessageHandler {
     public struct Configuration: Sendable {
         /// The largest message accepted, reported to the client by `initialize`.
         public var maxMessageSize: Int
-        public init(maxMessageSize: Int = 64 << 20) { self.maxMessageSize = maxMessageSize }
+        /// Where the server keeps its state (earlier versions of documents, under `versions/`);
+        /// nil: nothing is kept.
+        public var stateDirectory: String?
+        /// Whether the documents' files are watched for changes by other programs.
+        public var watchFiles: Bool
+        public init(maxMessageSize: Int = 64 << 20, stateDirectory: String? = nil, watchFiles: Bool = true) {
+            self.maxMessageSize = maxMessageSize
+            self.stateDirectory = stateDirectory
+            self.watchFiles = watchFiles
+        }
     }
 
     public internal(set) var lifecycle: Lifecycle = .uninitialized
@@ -47,9 +57,34 @@ public final class Server: MessageHandler {
         self.writer = writer
         self.logger = logger
         self.configuration = configuration
+        var versions: VersionStore? = nil
+        var unavailable = "the server was started without a state directory"
+        if let directory = configuration.stateDirectory {
+            do throws(FileSystemError) {
+                versions = try VersionStore(directory: directory.hasSuffix("/") ? directory + "versions" : directory + "/versions")
+            } catch {
+                unavailable = "the state directory cannot be used: \(error.message)"
+                logger.warning("earlier versions of documents are not kept: \(error.message)")
+            }
+        }
         store = DocumentStore(events: { event in
-            writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
-        })
+            switch event.kind {
+            case .stateChanged:
+                writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
+            case .textChanged(let edits):
+                writer.send(Notification(method: "document/didChange", params: [
+                    "document": .string(event.handle), "uri": .string(FileURI.uri(from: event.path)),
+                    "version": .integer(event.version), "reason": "external", "edits": .array(edits.map(Self.json)),
+                ]))
+            case .moved(let oldPath):
+                writer.send(Notification(method: "document/didMove", params: [
+                    "document": .string(event.handle), "oldUri": .string(FileURI.uri(from: oldPath)),
+                    "uri": .string(FileURI.uri(from: event.path)),
+                    "displayName": .string(Document.displayName(forPath: event.path)),
+                    "fileType": .string(FileType.identifier(forPath: event.path)),
+                ]))
+            }
+        }, watchFiles: configuration.watchFiles, versions: versions, versionsUnavailableReason: versions == nil ? unavailable : nil)
     }
 
     // MARK: - Method table
@@ -71,6 +106,10 @@ public final class Server: MessageHandler {
         "document/close": { server, request, context throws(ResponseError) in try await server.closeDocument(request.params, context) },
         "document/save": { server, request, context throws(ResponseError) in try await server.saveDocument(request.params, context) },
         "document/revert": { server, request, context throws(ResponseError) in try await server.revertDocument(request.params, context) },
+        "document/resolveConflict": { server, request, context throws(ResponseError) in try await server.resolveConflict(request.params, context) },
+        "document/versions": { server, request, _ throws(ResponseError) in .now(.success(try await server.listVersions(request.params))) },
+        "document/readVersion": { server, request, context throws(ResponseError) in try await server.readVersion(request.params, context) },
+        "document/restoreVersion": { server, request, context throws(ResponseError) in try await server.restoreVersion(request.params, context) },
     ]
 
     /// The notifications the server acts on, by method name.
@@ -87,7 +126,9 @@ public final class Server: MessageHandler {
     }
 
     /// Every notification the server may send.
-    public static let serverNotifications: Set<String> = ["$/logTrace", "$/progress", "document/stateChanged"]
+    public static let serverNotifications: Set<String> = [
+        "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
+    ]
 
     // MARK: - MessageHandler
 

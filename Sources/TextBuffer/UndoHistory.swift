@@ -92,6 +92,12 @@ public struct UndoHistory: Sendable {
         cleanPosition = position
     }
 
+    /// Makes no state the clean point: the text differs from its file whatever is undone or redone
+    /// (the file was deleted, or changed to a text the history never held).
+    public mutating func forgetCleanPoint() {
+        cleanPosition = nil
+    }
+
     /// The current state, to pass to ``markClean(at:)`` later.
     public var mark: Mark {
         guard canUndo else { return Mark(stepID: nil, revision: 0, dropped: dropped) }

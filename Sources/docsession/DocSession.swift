@@ -41,6 +41,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Largest message accepted, in bytes; K, M and G suffixes allowed.")
     var maxMessageSize: ByteCount = ByteCount(bytes: 64 << 20)
 
+    @Option(name: .long, help: "Where to keep earlier versions of documents (default: $XDG_STATE_HOME/docsession, else ~/.local/state/docsession).")
+    var stateDir: String?
+
+    @Flag(name: .long, help: "Do not watch the documents' files for changes by other programs.")
+    var noWatch = false
+
     func run() async throws {
         // A file-size limit or a closed pipe must surface as EFBIG or EPIPE, not kill the server.
         signal(SIGPIPE, SIG_IGN)
@@ -56,7 +62,9 @@ struct Serve: AsyncParsableCommand {
         let writer = MessageWriter(fileDescriptor: protocolOutput)
         let server = Server(
             writer: writer, logger: logger,
-            configuration: Server.Configuration(maxMessageSize: maxMessageSize.bytes))
+            configuration: Server.Configuration(
+                maxMessageSize: maxMessageSize.bytes, stateDirectory: stateDir ?? StateDirectory.default,
+                watchFiles: !noWatch))
         let connection = Connection(
             input: STDIN_FILENO, writer: writer, maxMessageSize: maxMessageSize.bytes, logger: logger)
         let status = await connection.run(handler: server)
@@ -72,5 +80,16 @@ struct Demo: ParsableCommand {
     func run() throws {
         let status = try Client.Demo(output: { print($0) }).run(executable: CurrentExecutable.path, arguments: ["serve"])
         if status != 0 { throw ExitCode(status) }
+    }
+}
+
+/// The XDG base directory specification's state directory for the server.
+enum StateDirectory {
+    static var `default`: String? {
+        if let state = getenv("XDG_STATE_HOME").map({ String(cString: $0) }), state.hasPrefix("/") {
+            return state + "/docsession"
+        }
+        guard let home = getenv("HOME").map({ String(cString: $0) }), home.hasPrefix("/") else { return nil }
+        return home + "/.local/state/docsession"
     }
 }

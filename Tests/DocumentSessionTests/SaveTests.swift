@@ -27,11 +27,16 @@ final class EventLog: Sendable {
     }
 }
 
-func storeWithEvents(_ bytes: [UInt8], name: String = "doc.txt", encoding: TextEncoding? = nil) async throws -> (DocumentStore, String, TemporaryDirectory, EventLog) {
+///
+/// The file is not watched unless `watch`: these tests are about what a save itself finds on disk,
+/// which the watcher would otherwise find first, at a moment of its own.
+func storeWithEvents(
+    _ bytes: [UInt8], name: String = "doc.txt", encoding: TextEncoding? = nil, watch: Bool = false
+) async throws -> (DocumentStore, String, TemporaryDirectory, EventLog) {
     let directory = try TemporaryDirectory()
     let path = try directory.write(name, bytes)
     let log = EventLog()
-    let store = DocumentStore(events: { log.record($0) })
+    let store = DocumentStore(events: { log.record($0) }, watchFiles: watch)
     let document = try await store.open(path: path, encoding: encoding)
     return (store, document.handle, directory, log)
 }

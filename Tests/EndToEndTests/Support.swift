@@ -125,8 +125,17 @@ final class Session {
 
     /// Starts `docsession` with `arguments` (none: the default, serving on stdio).
     init(_ arguments: [String] = [], environment: [String: String]? = nil) throws {
-        server = try ServerProcess(executable: try ServerBinary.path(), arguments: arguments, environment: environment)
+        server = try ServerProcess(
+            executable: try ServerBinary.path(), arguments: arguments, environment: environment ?? Self.environment)
     }
+
+    /// The tests' environment, with the server's state (earlier versions of documents) kept in a
+    /// directory of this test run rather than the user's ~/.local/state.
+    static let environment: [String: String] = {
+        var environment = ProcessInfo.processInfo.environment
+        environment["XDG_STATE_HOME"] = NSTemporaryDirectory() + "/docsession-e2e-state-\(getpid())"
+        return environment
+    }()
 
     deinit { server.terminate() }
 

@@ -355,6 +355,26 @@ struct FileWatcherTests {
         #expect(log.events(for: a).map(\.kind) == [.modified])
     }
 
+    @Test("a directory's last file unwatched and another watched there at once still reports (30 times)")
+    func rewatchAtOnce() async throws {
+        let directory = makeDirectory()
+        defer { removeTree(directory) }
+        let log = EventLog()
+        let watcher = try FileWatcher(handler: log.append)
+        defer { watcher.stop() }
+        var token = try watcher.watch(path: directory + "/f0.txt")
+        for round in 1...30 {
+            // The directory's watch is removed (its IN_IGNORED still to come) and added again.
+            watcher.unwatch(token)
+            let path = directory + "/f\(round).txt"
+            token = try watcher.watch(path: path)
+            writeFile(path, "\(round)\n")
+            let seen = await log.waitFor(seconds: 2) { $0.path == path }
+            #expect(seen != nil, "round \(round): the write was not reported")
+            if seen == nil { break }
+        }
+    }
+
     @Test("stop() joins the thread and closes every descriptor; nothing is delivered after it")
     func stopLeavesNoDescriptors() async throws {
         let directory = makeDirectory()

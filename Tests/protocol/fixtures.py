@@ -6,7 +6,8 @@ with exactly the files listed in FILES (and the symbolic link in LINKS), every o
 modification time FIXTURE_DATE, so that what the server answers about them is deterministic, and
 the hard links in HARD_LINKS. `change_fixture()` and `delete_fixture()` play another program that
 changes a file behind the server's back (the transcript directives `(file NAME now holds "TEXT")`
-and `(file NAME deleted)`, README §1).
+and `(file NAME deleted)`, README §1), `move_fixture()` one that renames or moves it (`(file NAME
+moved to NAME2)`).
 
 Several test runs on one machine would share the directory, so a run holds an exclusive lock on
 LOCK_PATH from start to end (see conftest.py): a second run waits for the first.
@@ -81,10 +82,12 @@ def make_fixtures() -> Path:
 
 
 def fixture_path(name: str) -> Path:
-    """A file of the fixture directory by its plain name (no directories, no dot-dot)."""
-    if "/" in name or name in ("", ".", ".."):
-        raise ValueError(f"not a plain file name: {name!r}")
-    return ROOT / name
+    """A file of the fixture directory by its name, or its path relative to the directory (no
+    dot-dot, nothing absolute: a move may have taken a file into a subdirectory)."""
+    parts = name.split("/")
+    if name.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"not a path under the fixture directory: {name!r}")
+    return ROOT.joinpath(*parts)
 
 
 def change_fixture(name: str, text: str) -> None:
@@ -96,6 +99,15 @@ def change_fixture(name: str, text: str) -> None:
     with open(path, "r+b") as out:
         out.write(text.encode("utf-8"))
         out.truncate()
+
+
+def move_fixture(name: str, to: str) -> None:
+    """Renames a fixture file, as another program would (`mv`, one rename(2)): `to` is a path under
+    the fixture directory, whose missing directories are made first."""
+    source = fixture_path(name)
+    target = fixture_path(to)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(source, target)
 
 
 def delete_fixture(name: str) -> None:

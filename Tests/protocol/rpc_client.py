@@ -7,10 +7,14 @@ makes a test fail instead of blocking it forever. Standard library only.
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import json
 import os
 import queue
+import shutil
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +25,25 @@ DEFAULT_TIMEOUT = 10.0
 
 # Marks a message member that is left out (as opposed to sent as null).
 ABSENT = object()
+
+
+# The server keeps earlier versions of documents under $XDG_STATE_HOME/docsession (README §8.21).
+# The tests must not write into the user's home, and each server must start without versions
+# kept by an earlier one (`document/versions` answers are fixtures): every server gets its own
+# state directory, under one temporary directory of the test run, removed when the run ends.
+_state_root: Path | None = None
+_state_numbers = itertools.count(1)
+
+
+def state_home() -> Path:
+    """A fresh, empty directory for one server's XDG_STATE_HOME."""
+    global _state_root
+    if _state_root is None:
+        _state_root = Path(tempfile.mkdtemp(prefix="docsession-protocol-state-"))
+        atexit.register(shutil.rmtree, _state_root, True)
+    path = _state_root / f"server-{next(_state_numbers)}"
+    path.mkdir()
+    return path
 
 
 def binary_path() -> Path:
@@ -101,11 +124,13 @@ class RpcClient:
     def __init__(self, binary: Path | str | None = None, args: tuple[str, ...] = (), timeout: float = DEFAULT_TIMEOUT):
         self.timeout = timeout
         self.binary = Path(binary) if binary else binary_path()
+        self.state_home = state_home()
         self.process = subprocess.Popen(
             [str(self.binary), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env={**os.environ, "XDG_STATE_HOME": str(self.state_home)},
         )
         self.frames: queue.Queue[Frame | BaseException | None] = queue.Queue()
         self.received: list[Frame] = []

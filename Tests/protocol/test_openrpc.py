@@ -21,27 +21,41 @@ included. Extensions of an example pairing:
 
     "x-initialize":    the params of `initialize` (default {}), e.g. to choose utf-32 positions;
     "x-setup":         [{"method": "document/open", "params": {...}}, ...], requests sent first;
-    "x-notifications": [{"method": "$/progress", "params": {...}}, ...], sent before the response.
+    "x-notifications": [{"method": "$/progress", "params": {...}}, ...], sent before the response;
+    "x-error":         {"code": ..., "message": ..., "data": ...}, in place of `result`: the error
+                       the server answers (for methods whose only deterministic example is a
+                       failure: resolving a conflict needs another program to change a file, and
+                       the ids of versions differ from run to run; README §8.19 and §8.21 show
+                       the successes in transcripts).
 
-Volatile values. Three members depend on the machine and the moment: `etag` and `expectedEtag`
+Volatile values. Some members depend on the machine and the moment: `etag` and `expectedEtag`
 (opaque etags, made from a file's inode and times: a -32017 error and the `error` of its
-`document/stateChanged` hold both) and `modificationDate` (the fixture files all have FIXTURE_DATE,
+`document/stateChanged` hold both), `modificationDate` (the fixture files all have FIXTURE_DATE,
 but a file that `document/create` makes, a save writes or a revert reads after another program
-changed it has the time of that write). Nothing else varies for a client that waits for each answer
+changed it has the time of that write), and the `date` and `id` of an earlier version (README
+§8.21: an id is made of the time, the server's process id and a counter; VERSION_ID is its
+format). Nothing else varies for a client that waits for each answer
 before its next request, as the examples and transcripts do: handles, versions, sizes, messages and
 the order of the notifications before a response are deterministic, so no other member is
 normalised. Before comparing, a value
 of a volatile member, wherever it is (results, notifications, error data), is checked against its
-format (ETAG, TIMESTAMP) and replaced by the example's value (`normalise_volatile`). The same is done
-to the server's output and to the `<--` lines of the README's transcripts, as are the timings of
-`$/logTrace` (`normalise_timing`).
+format (ETAG, TIMESTAMP, VERSION_ID) and replaced by the example's value (`normalise_volatile`). The
+same is done to the server's output and to the `<--` lines of the README's transcripts, as are the
+timings of `$/logTrace` (`normalise_timing`). A transcript shows the version ids of one run: where a
+`<--` line shows one, the runner pairs it with the server's id at the same place, and sends the
+server's id wherever a later `-->` line names the transcript's (`match_version_ids`).
 
 Transcripts. Each ```transcript block of the README runs against a fresh server. Besides the wire
 lines it may hold these directives: `$ docsession ARGS` (first line: the server's arguments),
 `(fixtures)` (the fixture directory is created afresh here; the document transcripts start with
 it), `(initialized)`, `(end of input)`, `(exit status N)`, and `(file NAME now holds "TEXT")` and
-`(file NAME deleted)` (another program changes a fixture file behind the server's back); see
-README §1.
+`(file NAME deleted)` (another program changes a fixture file behind the server's back), `(file
+NAME moved to NAME2)` (it renames one), and `(the server has kept N versions)` (the runner waits
+until the server's version store holds N versions: they are written in the background); see
+README §1. The notifications the watcher sends after a `(file ...)` directive are read as the
+`<--` lines after it, before the next `-->` line is sent, so they are in a deterministic place.
+Each server runs with its own empty XDG_STATE_HOME (rpc_client.py), so its versions are its own
+and nothing is written into the user's home.
 """
 
 from __future__ import annotations
@@ -57,7 +71,7 @@ from typing import Any, Iterator
 import pytest
 from jsonschema import Draft7Validator
 
-from fixtures import BIG_TEXT, FIXTURE_DATE, ROOT as FIXTURES, change_fixture, delete_fixture, make_fixtures, uri
+from fixtures import BIG_TEXT, FIXTURE_DATE, ROOT as FIXTURES, change_fixture, delete_fixture, make_fixtures, move_fixture, uri
 from rpc_client import REPO_ROOT, RpcClient, binary_path, encode, frame
 
 PROTOCOL = REPO_ROOT / "protocol"
@@ -69,8 +83,9 @@ CLIENT_TO_SERVER = {
     "initialize", "initialized", "shutdown", "exit", "$/cancelRequest", "$/setTrace",
     "document/open", "document/create", "document/read", "document/edit", "document/undo",
     "document/redo", "document/state", "document/close", "document/save", "document/revert",
+    "document/resolveConflict", "document/versions", "document/readVersion", "document/restoreVersion",
 }
-SERVER_TO_CLIENT = {"$/logTrace", "$/progress", "document/stateChanged"}
+SERVER_TO_CLIENT = {"$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove"}
 
 # The named params types in components.schemas, which must say the same as the content descriptors.
 PARAMS_TYPES = {
@@ -89,7 +104,13 @@ PARAMS_TYPES = {
     "document/close": "CloseDocumentParams",
     "document/save": "SaveDocumentParams",
     "document/revert": "RevertDocumentParams",
+    "document/resolveConflict": "ResolveConflictParams",
+    "document/versions": "VersionsParams",
+    "document/readVersion": "ReadVersionParams",
+    "document/restoreVersion": "RestoreVersionParams",
     "document/stateChanged": "StateChangedParams",
+    "document/didChange": "DidChangeParams",
+    "document/didMove": "DidMoveParams",
 }
 
 TIMING = re.compile(r"Processing request took [0-9.e+-]+ms")
@@ -97,8 +118,11 @@ TIMING = re.compile(r"Processing request took [0-9.e+-]+ms")
 # The formats of the volatile members (see the module's docstring).
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 ETAG = re.compile(r"[0-9a-f]+(-[0-9a-f]+)*")
-VOLATILE = {"modificationDate": TIMESTAMP, "etag": ETAG, "expectedEtag": ETAG}
-VOLATILE_TEXT = re.compile(r'"(modificationDate|etag|expectedEtag)":"([^"\\]*)"')
+# The ids of kept versions (opaque to clients; the server makes them of the time, its process id and
+# a counter, so they differ from run to run). The dates of versions are TIMESTAMPs.
+VERSION_ID = re.compile(r"[0-9]+-[0-9]+-[0-9]+\.(?:saved|conflict)")
+VOLATILE = {"modificationDate": TIMESTAMP, "etag": ETAG, "expectedEtag": ETAG, "date": TIMESTAMP}
+VOLATILE_TEXT = re.compile(r'"(modificationDate|etag|expectedEtag|date)":"([^"\\]*)"')
 
 
 def need_binary() -> Path:
@@ -116,7 +140,8 @@ def normalise_timing(text: str) -> str:
 
 def normalise_volatile(value: Any, expected: Any) -> Any:
     """`value` (a result the server sent) with each volatile member checked against its format and
-    replaced by the member at the same place in `expected`, where there is one."""
+    replaced by the member at the same place in `expected`, where there is one. (An `id` inside a
+    result is a version's: volatile too. Responses' own ids are never passed here.)"""
     if isinstance(value, dict):
         result = {}
         for key, member in value.items():
@@ -124,6 +149,8 @@ def normalise_volatile(value: Any, expected: Any) -> Any:
             if key in VOLATILE and isinstance(member, str):
                 assert VOLATILE[key].fullmatch(member), f"{key} {member!r} does not have its format"
                 result[key] = wanted if isinstance(wanted, str) else member
+            elif key == "id" and isinstance(member, str) and VERSION_ID.fullmatch(member):
+                result[key] = wanted if isinstance(wanted, str) and VERSION_ID.fullmatch(wanted) else member
             else:
                 result[key] = normalise_volatile(member, wanted)
         return result
@@ -405,13 +432,13 @@ def test_method_marks_are_consistent(m: dict[str, Any]) -> None:
         assert "result" not in m, "a notification has no result"
         assert "errors" not in m, "a notification cannot be answered with an error"
         for example in m.get("examples", []):
-            assert "result" not in example, "a notification's example has no result"
+            assert "result" not in example and "x-error" not in example, "a notification's example has no result"
     else:
         assert "x-notification" not in m or m["x-notification"] is False
         assert "result" in m, "a request has a result"
         assert m.get("examples"), "every request has examples: they are the fixtures of (c)"
         for example in m["examples"]:
-            assert "result" in example, "a request's example has a result"
+            assert ("result" in example) != ("x-error" in example), "a request's example has a result or an x-error"
     names = [inline(p)["name"] for p in m["params"]]
     assert len(names) == len(set(names))
 
@@ -465,6 +492,9 @@ def test_example_validates(item: tuple[str, dict[str, Any]]) -> None:
         assert_valid(DOCUMENT["components"]["schemas"][PARAMS_TYPES[name]], params, f"{name} params type")
     if "result" in example:
         assert_valid(inline(m["result"])["schema"], example["result"]["value"], f"{name} example result")
+    if "x-error" in example:
+        assert_valid(DOCUMENT["components"]["schemas"]["ResponseError"], example["x-error"], f"{name} x-error")
+        assert example["x-error"]["code"] in {inline(e)["code"] for e in m.get("errors", [])}, f"{name}: not one of its errors"
     if "x-initialize" in example:
         assert_valid(DOCUMENT["components"]["schemas"]["InitializeParams"], example["x-initialize"], "x-initialize")
     for step in example.get("x-setup", []):
@@ -534,15 +564,20 @@ def test_example_is_what_the_server_answers(item: tuple[str, dict[str, Any]]) ->
         response, before = client.request(name, params) if params else client.request(name)
         for message in before + [response]:
             validate_server_message(message)
-        assert "result" in response, f"{name} failed: {response.get('error')}"
         expected_notifications = [{"jsonrpc": "2.0", **n} for n in example.get("x-notifications", [])]
         assert normalise_volatile(before, expected_notifications) == expected_notifications
-        expected = example["result"]["value"]
-        got = normalise_volatile(response["result"], expected)
+        if "x-error" in example:
+            assert "error" in response, f"{name} should have failed: {response}"
+            expected = example["x-error"]
+            got = normalise_volatile(response["error"], expected)
+        else:
+            assert "result" in response, f"{name} failed: {response.get('error')}"
+            expected = example["result"]["value"]
+            got = normalise_volatile(response["result"], expected)
+            validate_result(name, response["result"])
         assert got == expected
         # Exactly: the same members in the same order (json.loads keeps the server's order).
         assert encode(got) == encode(expected)
-        validate_result(name, response["result"])
         if name != "shutdown":
             client.call("shutdown")
         client.notify("exit")
@@ -641,7 +676,7 @@ def expected_detail(response_error: dict[str, Any]) -> dict[str, Any]:
     code, recoverable, suggestions = {
         -32013: ("alreadyExists", False, ["force", "saveAs"]),
         -32016: ("notRegularFile", False, ["saveAs"]),
-        -32017: ("changedOnDisk", True, ["revert", "saveAs", "force"]),
+        -32017: ("changedOnDisk", True, ["resolveConflict", "revert", "saveAs", "force"]),
         -32018: ("unencodable", False, ["saveAs"]),
         -32014: ("notText", False, ["openWithEncoding"]),
     }[response_error["code"]]
@@ -690,6 +725,11 @@ def test_document_error_responses_validate() -> None:
         assert client.call("document/edit", {"document": "d2", "version": 1, "edits": [{"text": "Mine\n"}]}) == {"version": 2}
         known = client.call("document/state", {"document": "d2"})["etag"]
         change_fixture("notes.txt", "Theirs\n")
+        # The watcher reports the change first (README §8.19); the save then is refused all the same.
+        watched = client.read_message()
+        validate_server_message(watched)
+        assert (watched["method"], watched["params"]["reason"]) == ("document/stateChanged", "externalChange"), watched
+        assert watched["params"]["state"] == ["inConflict", "savingError"], watched
         ask(-32017, "document/save", {"document": "d2"})
         assert client.call("document/state", {"document": "d2"})["state"] == ["inConflict", "savingError"]
 
@@ -995,8 +1035,14 @@ def test_a_file_touched_on_disk_is_not_a_conflict() -> None:
         client.call("document/edit", {"document": "d1", "version": 1, "edits": [{"text": "Mine\n"}]})
         response, before = client.request("document/save", {"document": "d1"})
         assert "result" in response, response
-        change_fixture("notes.txt", "Theirs\n")
+        # The touch was no change for the watcher either (README §8.18): nothing was reported.
+        assert state_changes(before) == [{"document": "d1", "uri": uri("notes.txt"), "version": 2, "state": [],
+                                          "previousState": [], "reason": "saved", "hasUnsavedChanges": False}], before
         client.call("document/edit", {"document": "d1", "version": 2, "edits": [{"text": "Mine again\n"}]})
+        change_fixture("notes.txt", "Theirs\n")
+        # The watcher reports the change (README §8.19) before the save is sent, which is refused.
+        watched = client.read_message()
+        assert (watched["method"], watched["params"]["reason"]) == ("document/stateChanged", "externalChange"), watched
         response, before = client.request("document/save", {"document": "d1"})
         assert response["error"]["code"] == -32017
         assert client.shutdown_and_exit() == 0
@@ -1017,14 +1063,17 @@ def test_open_is_answered_off_the_queue_and_can_be_cancelled_while_reading(tmp_p
         client.send({"jsonrpc": "2.0", "id": "open", "method": "document/open",
                      "params": {"uri": large_uri, "workDoneToken": "t", "includeText": False}})
         client.send({"jsonrpc": "2.0", "id": "state", "method": "document/state", "params": {"document": "d1"}})
-        first = client.read_message()
-        validate_server_message(first)
-        assert first.get("id") == "state" and first["error"]["code"] == -32011, first
-        begin = client.read_message()
+        # The state is answered while the open reads (its progress may begin before or after that
+        # answer, depending on the machine's load), and the document does not exist yet.
+        state, early = client.read_until_response("state")
+        validate_server_message(state)
+        assert state["error"]["code"] == -32011, state
+        assert all(m.get("method") == "$/progress" for m in early), early
+        begin = early[0] if early else client.read_message()
         assert begin["method"] == "$/progress" and begin["params"]["value"]["kind"] == "begin", begin
         client.notify("$/cancelRequest", {"id": "open"})
         response, before = client.read_until_response("open", timeout=60)
-        messages = [begin] + before + [response]
+        messages = [begin] + early[1:] + before + [response]
         for message in messages:
             validate_server_message(message)
         progress_of(messages, "t")
@@ -1106,6 +1155,39 @@ def unescape_raw(text: str) -> bytes:
     return RAW_ESCAPE.sub(replace, text.encode("utf-8"))
 
 
+def kept_versions(directory: Path) -> int:
+    """How many versions a server's version store (README §8.21) holds: the files of its slots named
+    as versions (temp files, written before their rename into a slot, are not counted)."""
+    if not directory.is_dir():
+        return 0
+    return sum(1 for slot in directory.iterdir() if slot.is_dir() and not slot.name.startswith(".")
+               for entry in slot.iterdir() if entry.suffix in (".saved", ".conflict"))
+
+
+def wait_for_versions(directory: Path, count: int, timeout: float = 10) -> None:
+    """Waits until the store holds `count` versions: they are written in the background, at idle
+    priority, shortly after the save or change that keeps them (polled, not slept for)."""
+    deadline = time.monotonic() + timeout
+    while (found := kept_versions(directory)) != count:
+        assert found < count, f"{found} versions kept, not {count}"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{found} versions kept after {timeout} s, not {count}")
+        time.sleep(0.01)
+
+
+def match_version_ids(expected: str, got: str, ids: dict[str, str]) -> str:
+    """`got` (a line the server sent) with its version ids replaced by those at the same places in
+    `expected` (a `<--` line), each pair recorded in `ids` (the transcript's id -> the server's), so
+    that later `-->` lines send the server's ids; an id seen before must be the same version again."""
+    shown, sent = VERSION_ID.findall(expected), VERSION_ID.findall(got)
+    if len(shown) != len(sent):
+        return got  # the comparison fails, showing the difference
+    for mine, theirs in zip(shown, sent):
+        assert ids.setdefault(mine, theirs) == theirs, f"{mine} stands for {ids[mine]}, not {theirs}"
+    mapping = dict(zip(sent, shown))
+    return VERSION_ID.sub(lambda m: mapping.get(m.group(0), m.group(0)), got)
+
+
 def replay(lines: list[str]) -> None:
     """Runs one transcript against a fresh server; every server message must match a `<--` line."""
     args: list[str] = []
@@ -1114,6 +1196,12 @@ def replay(lines: list[str]) -> None:
         lines = lines[1:]
     with RpcClient(need_binary(), args=tuple(args)) as client:
         pending = b""
+        # Where this server keeps versions: --state-dir, else $XDG_STATE_HOME/docsession.
+        state = Path(args[args.index("--state-dir") + 1]) if "--state-dir" in args else client.state_home / "docsession"
+        version_ids: dict[str, str] = {}
+
+        def with_server_ids(text: str) -> str:
+            return VERSION_ID.sub(lambda m: version_ids.get(m.group(0), m.group(0)), text)
 
         def flush() -> None:
             nonlocal pending
@@ -1133,7 +1221,7 @@ def replay(lines: list[str]) -> None:
                 client.initialize({})
                 client.notify("initialized")
             elif line.startswith("--> "):
-                pending += frame(line[4:].encode("utf-8"))
+                pending += frame(with_server_ids(line[4:]).encode("utf-8"))
             elif line.startswith("==> "):
                 pending += unescape_raw(line[4:])
             elif line.startswith("<-- "):
@@ -1143,7 +1231,8 @@ def replay(lines: list[str]) -> None:
                 except (TimeoutError, EOFError) as error:
                     raise AssertionError(f"{where}: {error}") from None
                 validate_server_message(got.message)
-                got_text = normalise_volatile_text(normalise_timing(got.body.decode("utf-8")))
+                got_text = match_version_ids(line[4:], got.body.decode("utf-8"), version_ids)
+                got_text = normalise_volatile_text(normalise_timing(got_text))
                 assert got_text == normalise_volatile_text(normalise_timing(line[4:])), where
             elif line == "(end of input)":
                 flush()
@@ -1156,6 +1245,12 @@ def replay(lines: list[str]) -> None:
             elif m := re.fullmatch(r"\(file (\S+) deleted\)", line):
                 flush()
                 delete_fixture(m.group(1))
+            elif m := re.fullmatch(r"\(file (\S+) moved to (\S+)\)", line):
+                flush()
+                move_fixture(m.group(1), m.group(2))
+            elif m := re.fullmatch(r"\(the server has kept (\d+) versions?\)", line):
+                flush()
+                wait_for_versions(state / "versions", int(m.group(1)))
             elif m := re.fullmatch(r"\(exit status (\d+)\)", line):
                 flush()
                 status = int(m.group(1))

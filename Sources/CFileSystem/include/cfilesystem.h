@@ -27,4 +27,8 @@ int cfs_set_thread_nice(int nice);
 /// <sys/eventfd.h>): the file watcher's wake-up descriptor. Returns -1 and sets errno on failure.
 int cfs_eventfd_nonblocking(void);
 
+/// open(2) with O_PATH | O_CLOEXEC (O_PATH needs _GNU_SOURCE): a descriptor that holds a file
+/// without opening it for reading or writing, for finding it again after a move.
+int cfs_open_path_only(const char *path);
+
 #endif

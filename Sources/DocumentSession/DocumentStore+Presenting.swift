@@ -1,0 +1,537 @@
+import FileStore
+import TextBuffer
+
+/// What the file presenter keeps per store: the watcher, who is watched, and the disk's side of
+/// each conflict.
+struct PresenterState {
+    var watcher: FileWatcher?
+    /// Set once making a watcher failed (inotify limits): documents are then not watched.
+    var watcherFailed = false
+    var tokens: [String: WatchToken] = [:]
+    var handleByToken: [WatchToken: String] = [:]
+    /// Finds each document's file after a move (see ``FileLocator``).
+    var locators: [String: FileLocator] = [:]
+    /// Documents whose file is being checked now, and those to check again after that.
+    var checking: Set<String> = []
+    var recheck: Set<String> = []
+    /// Where inotify saw a document's file go, for the next check.
+    var movedTo: [String: String] = [:]
+    /// The disk's version of each document in conflict.
+    var conflicts: [String: DiskVersion] = [:]
+    /// The encoding of the positions of `document/didChange` edits.
+    var positionEncoding: PositionEncoding = .utf16
+    /// The stream feeding the watcher's events to the store, in order.
+    var continuation: AsyncStream<FileEvent>.Continuation?
+    /// The last write to the version store: each waits for the one before, so versions are kept
+    /// in the order of the saves and conflicts that made them.
+    var lastVersionWrite: Task<Void, Never>?
+}
+
+/// The file's side of a conflict: its text (nil when it could not be read as text) and identity.
+struct DiskVersion: Sendable {
+    var text: TextBuffer?
+    var identity: FileIdentity
+    var loaded: LoadedText?
+    var error: LoadError?
+}
+
+/// How `resolveConflict` resolves.
+public enum ConflictResolution: Sendable, Equatable {
+    /// Keep the document's text; the next save overwrites the file.
+    case mine
+    /// Take the file's text (an undoable edit); the document is then saved.
+    case theirs
+    /// A three-way merge of the last synced text, the document's and the file's; with a text, the
+    /// client's own merge.
+    case merge(text: String?)
+}
+
+extension DocumentStore {
+    // MARK: - Watching
+
+    /// Sets the encoding of the positions in `document/didChange` edits (the one the client chose).
+    public func setPositionEncoding(_ encoding: PositionEncoding) {
+        presenter.positionEncoding = encoding
+    }
+
+    /// Starts presenting a newly installed document: its parent directory watched, its file held
+    /// by a locator.
+    func startPresenting(_ handle: String) {
+        guard watchFiles, let document = documents[handle] else { return }
+        if presenter.watcher == nil && !presenter.watcherFailed { makeWatcher() }
+        watch(handle, path: document.path)
+        presenter.locators[handle] = FileLocator(path: document.path)
+    }
+
+    /// Stops presenting a document that is being removed.
+    func stopPresenting(_ handle: String) {
+        if let token = presenter.tokens.removeValue(forKey: handle) {
+            presenter.handleByToken[token] = nil
+            presenter.watcher?.unwatch(token)
+        }
+        presenter.locators[handle] = nil
+        presenter.conflicts[handle] = nil
+        presenter.movedTo[handle] = nil
+        presenter.recheck.remove(handle)
+    }
+
+    private func makeWatcher() {
+        let (stream, continuation) = AsyncStream<FileEvent>.makeStream()
+        do throws(FileSystemError) {
+            presenter.watcher = try FileWatcher { continuation.yield($0) }
+        } catch {
+            presenter.watcherFailed = true
+            return
+        }
+        presenter.continuation = continuation
+        // One consumer, so events reach the store in the order the watcher reported them. It
+        // holds the store weakly: a store nobody uses any more goes, and its watcher with it.
+        Task { [weak self] in
+            for await event in stream {
+                guard let self else { return }
+                await self.noteFileEvent(event)
+            }
+        }
+    }
+
+    /// Watches the directory of the file a document's path leads to (through symlinks, where
+    /// saves write), replacing an earlier registration.
+    private func watch(_ handle: String, path: String) {
+        guard let watcher = presenter.watcher else { return }
+        // The new registration first: when both paths are in one directory its watch then never
+        // drops to no registration (which would remove it and add it again, losing events).
+        let target = (try? SafeSave.resolveSymlinks(path)) ?? path
+        let token = try? watcher.watch(path: target)
+        if let old = presenter.tokens.removeValue(forKey: handle) {
+            presenter.handleByToken[old] = nil
+            watcher.unwatch(old)
+        }
+        guard let token else { return }
+        presenter.tokens[handle] = token
+        presenter.handleByToken[token] = handle
+    }
+
+    /// A save of the document succeeded: the watch and the locator follow the file written (after
+    /// a save-as, at its new path), any conflict is over, and the text is kept as a saved version.
+    func savedByDocument(_ handle: String, oldPath: String, text: TextBuffer) {
+        guard let path = documents[handle]?.path else { return }
+        if path != oldPath { watch(handle, path: path) }
+        presenter.conflicts[handle] = nil
+        refreshLocator(handle)
+        keepVersion(of: path, kind: .saved, text: text)
+    }
+
+    /// The document's file was just written, read or replaced by the document itself (a save, a
+    /// revert, a reload, a resolution): the locator follows the new file.
+    func refreshLocator(_ handle: String) {
+        guard watchFiles, let document = documents[handle] else { return }
+        if let held = presenter.locators[handle], held.holds(document.identity) { return }
+        // Only a locator holding the file the document now knows replaces the old one: the file
+        // may have moved on or been replaced since, and the old locator still finds what it held.
+        if let fresh = FileLocator(path: document.path), fresh.holds(document.identity) {
+            presenter.locators[handle] = fresh
+        }
+    }
+
+    /// An event from the watcher: the file is checked (after any save, revert or close running on
+    /// the document, so that the document's own saves are recognised by their identity).
+    func noteFileEvent(_ event: FileEvent) {
+        guard let handle = presenter.handleByToken[event.token], documents[handle] != nil else { return }
+        if case .movedTo(let newPath) = event.kind { presenter.movedTo[handle] = newPath }
+        checkSoon(handle)
+    }
+
+    /// Starts a check of the document's file, or asks the running one to look again after it.
+    func checkSoon(_ handle: String) {
+        if presenter.checking.contains(handle) {
+            presenter.recheck.insert(handle)
+            return
+        }
+        presenter.checking.insert(handle)
+        Task {
+            await self.runChecks(handle)
+        }
+    }
+
+    private func runChecks(_ handle: String) async {
+        repeat {
+            presenter.recheck.remove(handle)
+            guard documents[handle] != nil else { break }
+            await acquire(handle)
+            await checkFile(handle)
+            release(handle)
+        } while presenter.recheck.contains(handle)
+        presenter.checking.remove(handle)
+    }
+
+    /// Compares the document's file with what the document last saw of it, and acts: follows a
+    /// move, notes a deletion, takes a changed file's text into a document without unsaved edits
+    /// (one undoable step), or records a conflict. The caller holds the document's lock.
+    func checkFile(_ handle: String) async {
+        guard var document = documents[handle] else { return }
+        // What the document last saw of the file: its side of a conflict, or the synced file.
+        var seen: FileIdentity? { presenter.conflicts[handle]?.identity ?? (document.deletedOnDisk ? nil : document.identity) }
+        var now = FileIdentity.current(path: document.path)
+        let hinted = presenter.movedTo.removeValue(forKey: handle)
+
+        // 1. Moved? Nothing is at the path any more, but the locator finds the file last seen
+        // under another name: where inotify's pairing said, or wherever the kernel says it is now
+        // (a move into an unwatched directory, a parent directory renamed). A new file at the
+        // path means the document stays: an editor's backup save renames the file to `name~` and
+        // writes a new one at the name, and the document is the name's.
+        if now == nil, let locator = presenter.locators[handle],
+           seen.map(locator.holds) ?? document.deletedOnDisk, !isSymlinked(document.path) {
+            var destination: String? = nil
+            if let hinted, let there = FileIdentity.current(path: hinted), locator.holds(there) { destination = hinted }
+            if destination == nil { destination = locator.currentPath }
+            if let destination, destination != document.path, handleByPath[destination] == nil {
+                move(handle, to: destination)
+                if document.deletedOnDisk {
+                    // Taken for deleted while it was moving: it is back, as the file last synced
+                    // (its identity is compared below); the edits stay unsaved.
+                    change(handle, reason: .reloaded, always: true) { $0.deletedOnDisk = false }
+                }
+                document = documents[handle]!
+                now = FileIdentity.current(path: destination)
+            }
+        }
+
+        // 2. Gone.
+        guard let now else {
+            if !document.deletedOnDisk { markDeleted(handle) }
+            return
+        }
+        if let seen, FileWatcher.classify(recorded: seen, now: now) == .unchanged { return }
+
+        // 3. Read it: a touch, a rewrite of the same bytes, a change, another file at the name.
+        let path = document.path
+        let encoding = document.encoding
+        let current = document.buffer
+        let base = presenter.conflicts[handle]?.text ?? document.syncedText
+        let loaded = await runOnOwnThread { () -> Result<DiskText, DocumentError> in
+            Self.loadText(path: path, encoding: encoding).map { buffer, file in
+                // The comparisons and the edits a reload would make, worked out here rather than
+                // on the actor (each is O(n)).
+                let equalsCurrent = buffer == current
+                let equalsBase = equalsCurrent || buffer == base
+                return DiskText(
+                    text: buffer, file: file, readAgainst: current, equalsCurrent: equalsCurrent, equalsBase: equalsBase,
+                    edits: equalsCurrent || equalsBase ? [] : TextDiff.edits(from: current, to: buffer))
+            }
+        }
+        guard documents[handle] != nil else { return }
+        switch loaded {
+        case .failure(.load(.fileSystem(let error))) where error.code == "ENOENT":
+            // Gone while it was being read: moved on, or deleted. The check runs again to tell.
+            presenter.recheck.insert(handle)
+        case .failure(let error):
+            // Not readable as text any more (or not readable at all): a conflict without a text
+            // for the disk's side; the document keeps its text.
+            guard let found = FileIdentity.current(path: path) else { return }
+            let loadError: LoadError? = if case .load(let inner) = error { inner } else { nil }
+            recordConflict(handle, DiskVersion(text: nil, identity: found, loaded: nil, error: loadError), error: error)
+        case .success(let disk):
+            applyDiskText(handle, disk)
+        }
+    }
+
+    /// A file's text as read by a check, compared with the document's text when the read began.
+    struct DiskText: Sendable {
+        var text: TextBuffer
+        var file: LoadedText
+        /// The document's text the comparisons and edits are against.
+        var readAgainst: TextBuffer
+        var equalsCurrent: Bool
+        /// Whether it is the text the document last saw of the file (synced, or its conflict side).
+        var equalsBase: Bool
+        var edits: [AppliedEdit]
+    }
+
+    /// Acts on the text just read from the document's file.
+    private func applyDiskText(_ handle: String, _ disk: DiskText) {
+        let document = documents[handle]!
+        let buffer = disk.text, file = disk.file
+        // Edits made while the file was read (rare: the document had to be clean) are compared
+        // again here.
+        let unchangedSince = document.buffer.isIdentical(to: disk.readAgainst)
+        if unchangedSince ? disk.equalsCurrent : buffer == document.buffer {
+            // The file holds the document's text (another program saved the same text, or the
+            // file came back as it was): the document is in sync with it.
+            change(handle, reason: .reloaded) { document in
+                self.sync(&document, text: buffer, file: file)
+                document.history.markClean()
+            }
+            presenter.conflicts[handle] = nil
+            refreshLocator(handle)
+            hashInBackground(handle, buffer: buffer, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
+            return
+        }
+        if disk.equalsBase {
+            // The same text as seen before: a touch, or the same bytes written again. Only the
+            // identity is new.
+            var identity = file.identity
+            if var conflict = presenter.conflicts[handle] {
+                identity.contentHash = conflict.identity.contentHash
+                conflict.identity = identity
+                presenter.conflicts[handle] = conflict
+            } else if !document.deletedOnDisk {
+                identity.contentHash = document.identity.contentHash
+                documents[handle]!.identity = identity
+                refreshLocator(handle)
+            } else {
+                // A deleted file came back with the text last synced (a checkout, an undo in
+                // another program): the document's file again; the edits stay unsaved.
+                change(handle, reason: .reloaded, always: true) { document in
+                    document.identity = identity
+                    document.deletedOnDisk = false
+                }
+                refreshLocator(handle)
+            }
+            return
+        }
+        let clean = !document.hasUnsavedChanges && !document.deletedOnDisk && presenter.conflicts[handle] == nil
+            && !document.state.contains(.inConflict)
+        guard clean else {
+            recordConflict(handle, DiskVersion(text: buffer, identity: file.identity, loaded: file, error: nil),
+                           error: .save(.changedOnDisk(path: document.path, expected: document.identity, found: file.identity)))
+            return
+        }
+        // A document without unsaved edits takes the file's text as one undoable step, sent as
+        // the minimal edits so that clients keep their cursors and selections.
+        let steps = unchangedSince ? disk.edits : TextDiff.edits(from: document.buffer, to: buffer)
+        let encoding = presenter.positionEncoding
+        var sent: [TextEdit] = []
+        change(handle, reason: .reloaded) { document in
+            for step in steps {
+                sent.append(document.buffer.textEdit(for: step, encoding: encoding))
+                document.buffer.apply(step)
+            }
+            document.history.record(steps, label: "Reload")
+            document.version += 1
+            document.history.markClean()
+            document.reloadCount += 1
+            self.sync(&document, text: buffer, file: file)
+        }
+        let reloaded = documents[handle]!
+        events(DocumentEvent(
+            handle: handle, path: reloaded.path, version: reloaded.version, state: reloaded.state,
+            previousState: reloaded.state, hasUnsavedChanges: reloaded.hasUnsavedChanges, reason: .reloaded,
+            error: nil, autosave: false, kind: .textChanged(edits: sent)))
+        refreshLocator(handle)
+        hashInBackground(handle, buffer: buffer, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
+    }
+
+    /// Makes `file` (whose text is `text`) the document's synced file.
+    func sync(_ document: inout Document, text: TextBuffer, file: LoadedText) {
+        document.identity = file.identity
+        document.encoding = file.encoding
+        document.hasByteOrderMark = file.hasByteOrderMark
+        document.lineEnding = file.lineEnding
+        document.syncedText = text
+        document.deletedOnDisk = false
+        document.state.remove(.inConflict)
+    }
+
+    /// The file changed while the document has unsaved edits (or could not take it): the disk's
+    /// version is kept, as a conflict version too, and the document gains `inConflict`.
+    private func recordConflict(_ handle: String, _ disk: DiskVersion, error: DocumentError) {
+        presenter.conflicts[handle] = disk
+        change(handle, reason: .externalChange, error: error, always: true) { $0.state.insert(.inConflict) }
+        if let text = disk.text, let path = documents[handle]?.path { keepVersion(of: path, kind: .conflict, text: text) }
+    }
+
+    /// The file was deleted: the text is kept and counts as unsaved; the next save writes it.
+    private func markDeleted(_ handle: String) {
+        change(handle, reason: .deletedOnDisk, error: .deletedOnDisk(path: documents[handle]!.path), always: true) { document in
+            document.deletedOnDisk = true
+            document.history.forgetCleanPoint()
+            document.state.remove(.inConflict)
+        }
+        presenter.conflicts[handle] = nil
+    }
+
+    /// Follows the document's file to `newPath` (a rename or move by another program).
+    private func move(_ handle: String, to newPath: String) {
+        guard let oldPath = documents[handle]?.path else { return }
+        if handleByPath[oldPath] == handle { handleByPath[oldPath] = nil }
+        handleByPath[newPath] = handle
+        documents[handle]!.path = newPath
+        watch(handle, path: newPath)
+        inVersionOrder { versions in try? versions.moveDocument(from: oldPath, to: newPath) }
+        let document = documents[handle]!
+        events(DocumentEvent(
+            handle: handle, path: newPath, version: document.version, state: document.state,
+            previousState: document.state, hasUnsavedChanges: document.hasUnsavedChanges, reason: .reloaded,
+            error: nil, autosave: false, kind: .moved(oldPath: oldPath)))
+    }
+
+    private func isSymlinked(_ path: String) -> Bool {
+        ((try? SafeSave.resolveSymlinks(path)) ?? path) != path
+    }
+
+    // MARK: - Conflicts
+
+    /// Resolves a conflict: keeps the document's text, takes the file's, or merges the two with the
+    /// last synced text as the base. Taking or merging is one undoable step; the answer holds the
+    /// edits it made (none for `mine`). A merge whose sides changed the same lines changes nothing
+    /// and throws `.mergeConflicts` with the regions.
+    public func resolveConflict(
+        _ handle: String, _ resolution: ConflictResolution, version: Int64?, encoding: PositionEncoding
+    ) async throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        guard document.state.contains(.inConflict) else { throw .notInConflict(handle: handle) }
+        if let version, version != document.version { throw .staleVersion(current: document.version, given: version) }
+        await acquire(handle)
+        defer { release(handle) }
+        guard documents[handle]?.state.contains(.inConflict) == true else { throw .notInConflict(handle: handle) }
+        if let version, let current = documents[handle]?.version, version != current {
+            throw .staleVersion(current: current, given: version)
+        }
+
+        // The disk's side: recorded by the watcher, or (a conflict a save found first) read now.
+        var disk = presenter.conflicts[handle]
+        if disk == nil || disk?.text == nil {
+            let path = documents[handle]!.path, encoding = documents[handle]!.encoding
+            let read = await runOnOwnThread { Self.loadText(path: path, encoding: encoding) }
+            guard documents[handle] != nil else { throw .unknownDocument(handle) }
+            switch read {
+            case .success(let (text, file)): disk = DiskVersion(text: text, identity: file.identity, loaded: file, error: nil)
+            case .failure(.load(let error)) where resolution != .mine: throw .theirsUnreadable(error)
+            case .failure(let error) where resolution != .mine: throw error
+            case .failure: break
+            }
+        }
+        let current = documents[handle]!
+        let mine = current.buffer, base = current.syncedText, theirs = disk?.text
+        // The merge, the edits and the comparison are O(n): worked out off the actor.
+        let work = await runOnOwnThread { () -> Result<(steps: [AppliedEdit], clean: Bool), DocumentError> in
+            let target: TextBuffer?
+            switch resolution {
+            case .mine: target = nil
+            case .theirs: target = theirs
+            case .merge(let text?): target = TextBuffer(text)
+            case .merge(nil):
+                guard let theirs else { return .failure(.theirsUnreadable(.cancelled)) }
+                switch ThreeWayMerge.merge(base: base.utf8Bytes(), mine: mine.utf8Bytes(), theirs: theirs.utf8Bytes()) {
+                case .merged(let bytes): target = TextBuffer(utf8: bytes) ?? TextBuffer(String(decoding: bytes, as: UTF8.self))
+                case .conflicts(let regions): return .failure(.mergeConflicts(regions))
+                }
+            }
+            let result = target ?? mine
+            return .success((target.map { TextDiff.edits(from: mine, to: $0) } ?? [], theirs.map { $0 == result } ?? false))
+        }
+        guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        guard documents[handle]!.buffer.isIdentical(to: mine) else {
+            throw .staleVersion(current: documents[handle]!.version, given: current.version)
+        }
+        let steps: [AppliedEdit], clean: Bool
+        switch work {
+        case .success(let outcome): (steps, clean) = outcome
+        case .failure(let error): throw error
+        }
+
+        var sent: [TextEdit] = []
+        change(handle, reason: .conflictResolved, always: true) { document in
+            for step in steps {
+                sent.append(document.buffer.textEdit(for: step, encoding: encoding))
+                document.buffer.apply(step)
+            }
+            if !steps.isEmpty {
+                document.history.record(steps, label: "Resolve Conflict")
+                document.version += 1
+                document.reloadCount += 1
+            }
+            if let disk, let text = disk.text, let file = disk.loaded {
+                self.sync(&document, text: text, file: file)
+            } else if let disk {
+                document.identity = disk.identity
+                document.deletedOnDisk = false
+            }
+            document.state.remove(.inConflict)
+            if clean { document.history.markClean() } else { document.history.forgetCleanPoint() }
+        }
+        presenter.conflicts[handle] = nil
+        refreshLocator(handle)
+        return (documents[handle]!.version, sent)
+    }
+
+    // MARK: - Versions
+
+    /// Keeps `text` as a version of the document at `path`, off the actor at idle priority.
+    func keepVersion(of path: String, kind: VersionStore.Kind, text: TextBuffer) {
+        inVersionOrder { versions in _ = try? versions.add(documentPath: path, kind: kind, chunks: text.utf8Chunks) }
+    }
+
+    /// Runs `work` on the version store at idle priority, after the work queued before it.
+    private func inVersionOrder(_ work: @escaping @Sendable (VersionStore) -> Void) {
+        guard let versions else { return }
+        let previous = presenter.lastVersionWrite
+        presenter.lastVersionWrite = Task.detached {
+            await previous?.value
+            await runOnIdleThread { work(versions) }
+        }
+    }
+
+    /// Whether earlier versions are kept.
+    public var keepsVersions: Bool { versions != nil }
+
+    private func versionStore() throws(DocumentError) -> VersionStore {
+        guard let versions else { throw .versionsUnavailable(reason: versionsUnavailableReason ?? "no state directory") }
+        return versions
+    }
+
+    /// The document's conflict versions and saved versions, newest first.
+    public func versions(_ handle: String) throws(DocumentError) -> [VersionStore.Version] {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        return try versionStore().versions(of: document.path)
+    }
+
+    /// The text of one of the document's versions.
+    public func readVersion(_ handle: String, id: String) async throws(DocumentError) -> TextBuffer {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        let store = try versionStore()
+        guard let version = store.version(id), version.documentPath == document.path else { throw .unknownVersion(id) }
+        let read = await runOnOwnThread { () -> Result<[UInt8], FileSystemError> in
+            do throws(FileSystemError) { return .success(try store.read(id)) } catch { return .failure(error) }
+        }
+        switch read {
+        case .success(let bytes):
+            guard let text = TextBuffer(utf8: bytes) else { throw .unknownVersion(id) }
+            return text
+        case .failure(let error):
+            if error.code == "ENOENT" { throw .unknownVersion(id) }
+            throw .fileSystem(error)
+        }
+    }
+
+    /// Restores one of the document's versions as one undoable edit; answers the new version and
+    /// the edits.
+    public func restoreVersion(
+        _ handle: String, id: String, version: Int64?, encoding: PositionEncoding
+    ) async throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
+        let text = try await readVersion(handle, id: id)
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        if document.state.contains(.editingDisabled) {
+            throw .editingDisabled(handle: handle, reason: "the document is busy")
+        }
+        if let version, version != document.version { throw .staleVersion(current: document.version, given: version) }
+        let current = document.buffer
+        let steps = await runOnOwnThread { TextDiff.edits(from: current, to: text) }
+        // An edit that came in meanwhile makes the request stale, as it would have been in order.
+        guard let now = documents[handle] else { throw .unknownDocument(handle) }
+        guard now.buffer.isIdentical(to: current) else { throw .staleVersion(current: now.version, given: version ?? document.version) }
+        var sent: [TextEdit] = []
+        change(handle, reason: .restored) { document in
+            for step in steps {
+                sent.append(document.buffer.textEdit(for: step, encoding: encoding))
+                document.buffer.apply(step)
+            }
+            if !steps.isEmpty {
+                document.history.record(steps, label: "Restore Version")
+                document.version += 1
+            }
+        }
+        if !steps.isEmpty { scheduleAutosave(handle) }
+        return (documents[handle]!.version, sent)
+    }
+}
