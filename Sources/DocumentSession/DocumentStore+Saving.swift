@@ -371,9 +371,9 @@ extension DocumentStore {
         guard case .afterDelay(let milliseconds) = autosave else { return }
         let generation = (autosaveGeneration[handle] ?? 0) + 1
         autosaveGeneration[handle] = generation
-        Task {
+        Task { [weak self] in
             try? await Task.sleep(for: .milliseconds(milliseconds))
-            await self.autosaveIfQuiet(handle, generation: generation)
+            await self?.autosaveIfQuiet(handle, generation: generation)
         }
     }
 

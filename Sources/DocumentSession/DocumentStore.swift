@@ -154,9 +154,10 @@ public actor DocumentStore {
     /// for byte), not the file, which may have changed since and which a straggling thread would
     /// keep open; recorded if the document still holds that file's identity.
     func hashInBackground(_ handle: String, buffer: TextBuffer, encoding: TextEncoding, byteOrderMark: Bool, identity: FileIdentity) {
-        Task.detached {
+        // Weakly: a store nobody uses any more goes at once, with its documents.
+        Task.detached { [weak self] in
             let hash = await runOnIdleThread { buffer.contentHash(encoding: encoding, byteOrderMark: byteOrderMark) }
-            if let hash { await self.recordHash(handle, hash: hash, identity: identity, of: identity) }
+            if let hash { await self?.recordHash(handle, hash: hash, identity: identity, of: identity) }
         }
     }
 

@@ -231,7 +231,7 @@ struct SafeSaveTests {
         let path = writeTemporaryFile(Array("doc\n".utf8), name: "doc.txt")
         let directory = SafeSave.split(path).directory
         for name in [".docsession-save-1234", ".docsession-backup-5678", "other.txt"] {
-            FileManager.default.createFile(atPath: directory + "/" + name, contents: Data("x".utf8))
+            _ = FileManager.default.createFile(atPath: directory + "/" + name, contents: Data("x".utf8))
         }
         #expect(SafeSave.sweepStaleTempFiles(nextTo: path) == [".docsession-save-1234"])
         #expect(try entries(directory) == [".docsession-backup-5678", "doc.txt", "other.txt"])

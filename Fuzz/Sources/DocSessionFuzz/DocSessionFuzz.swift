@@ -345,8 +345,12 @@ final class Session: @unchecked Sendable {
         })
         let logger = Logger(label: "fuzz", factory: { _ in EvaluatingLogHandler() })
         connection = Connection(input: -1, writer: writer, maxMessageSize: maxMessageSize, logger: logger)
+        // Files unwatched: the target is the protocol layer; a watcher thread and an inotify
+        // descriptor per pass would slow every input down and run on after it (and each open
+        // document's locator holds a descriptor on its file while the server lives).
         server = Server(
-            writer: writer, logger: logger, configuration: Server.Configuration(maxMessageSize: maxMessageSize))
+            writer: writer, logger: logger,
+            configuration: Server.Configuration(maxMessageSize: maxMessageSize, watchFiles: false))
         if preInitialize {
             // So that the input reaches the method table past the lifecycle gate at once.
             let request = Request(id: .string("fuzz-preinitialize"), method: "initialize")
