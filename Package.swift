@@ -41,13 +41,16 @@ let package = Package(
         // Every file syscall: reading with encoding detection, later the safe save and the watcher.
         .target(
             name: "FileStore",
-            dependencies: ["CFileSystem"],
+            dependencies: ["CFileSystem", "CTextScan"],
             // Optimised in debug builds too, as TextBuffer: validating, counting and hashing 100 MB
             // byte loops run 30 times slower unoptimised, which made the large-file tests crawl.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
         ),
         // The few Linux file calls Swift's Glibc module does not declare (renameat2, xattrs).
         .target(name: "CFileSystem"),
+        // Byte scans with AVX2 chosen at run time (UTF-8 validation), which Swift cannot ask for
+        // per function; optimised in debug builds too, like FileStore.
+        .target(name: "CTextScan", cSettings: [.unsafeFlags(["-O2"])]),
         // A document's life (UIDocument's role): open documents, versions, edits, undo, states.
         .target(name: "DocumentSession", dependencies: ["TextBuffer", "FileStore"]),
         // The protocol's method table and lifecycle; the only place that knows wire and core types.
@@ -81,7 +84,7 @@ let package = Package(
         .target(name: "EditingTraces", dependencies: ["JSON"]),
 
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
-        .testTarget(name: "FileStoreTests", dependencies: ["FileStore"]),
+        .testTarget(name: "FileStoreTests", dependencies: ["FileStore", "CTextScan"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
         .testTarget(name: "TextBufferTests", dependencies: ["TextBuffer", "JSON", "EditingTraces"]),

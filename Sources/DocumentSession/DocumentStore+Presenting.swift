@@ -459,6 +459,8 @@ extension DocumentStore {
 
     /// Keeps `text` as a version of the document at `path`, off the actor at idle priority.
     func keepVersion(of path: String, kind: VersionStore.Kind, text: TextBuffer) {
+        // Too large to keep: not even started (the store would stop at its limit anyway).
+        guard let versions, text.utf8Count <= min(versions.maxVersionSize, versions.byteLimit) else { return }
         inVersionOrder { versions in _ = try? versions.add(documentPath: path, kind: kind, chunks: text.utf8Chunks) }
     }
 

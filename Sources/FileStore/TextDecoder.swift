@@ -1,3 +1,4 @@
+import CTextScan
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -98,10 +99,14 @@ struct TextDecoder {
 
     /// The length of the well-formed prefix; with `allowIncompleteTail`, a sequence cut off by the
     /// end of the buffer is left out rather than refused.
-    static func validUTF8Prefix(_ bytes: UnsafeBufferPointer<UInt8>, baseOffset: Int, allowIncompleteTail: Bool) throws(Failure) -> Int {
-        // Sixteen bytes at a time up to the last few bytes or the first error, then byte by byte,
+    static func validUTF8Prefix(
+        _ bytes: UnsafeBufferPointer<UInt8>, baseOffset: Int, allowIncompleteTail: Bool, extensions: Bool = true
+    ) throws(Failure) -> Int {
+        // A block at a time up to the last few bytes or the first error, then byte by byte,
         // which finds the exact offset and reason of an error and handles a cut-off tail.
-        try validUTF8Prefix(bytes, from: wellFormedPrefix(bytes), baseOffset: baseOffset, allowIncompleteTail: allowIncompleteTail)
+        try validUTF8Prefix(
+            bytes, from: wellFormedPrefix(bytes, extensions: extensions), baseOffset: baseOffset,
+            allowIncompleteTail: allowIncompleteTail)
     }
 
     /// Validates `bytes[start...]` byte by byte (`start` must be a scalar boundary); see above.
@@ -164,7 +169,14 @@ struct TextDecoder {
     /// F0 and F4 is range-checked (no overlong forms, surrogates or values above U+10FFFF).
     /// The tests work on the high bit of each lane, which a saturating subtraction or an
     /// addition puts there in one SSE2 instruction (SSE2 has no unsigned byte comparison).
-    static func wellFormedPrefix(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+    ///
+    /// With `extensions` (the default) and a processor with AVX2, the C function
+    /// `cts_utf8_well_formed_prefix` does the same 64 bytes at a time with table lookups (about
+    /// four times fewer instructions per byte; it stops up to 66 bytes short of the end).
+    static func wellFormedPrefix(_ bytes: UnsafeBufferPointer<UInt8>, extensions: Bool = true) -> Int {
+        if extensions, bytes.count >= 64, cts_utf8_simd_available() != 0, let base = bytes.baseAddress {
+            return cts_utf8_well_formed_prefix(base, bytes.count)
+        }
         typealias Lanes = SIMD16<UInt8>
         let count = bytes.count
         guard count >= 32, let base = bytes.baseAddress else { return 0 }

@@ -1,3 +1,4 @@
+import CTextScan
 import Testing
 
 @testable import FileStore
@@ -12,12 +13,12 @@ struct TextDecoderTests {
         case invalid(offset: Int, reason: String)
     }
 
-    static func validate(_ bytes: [UInt8], incompleteTail: Bool, byteByByte: Bool = false) -> Outcome {
+    static func validate(_ bytes: [UInt8], incompleteTail: Bool, byteByByte: Bool = false, extensions: Bool = true) -> Outcome {
         bytes.withUnsafeBufferPointer { buffer in
             do throws(TextDecoder.Failure) {
                 let valid = byteByByte
                     ? try TextDecoder.validUTF8Prefix(buffer, from: 0, baseOffset: 0, allowIncompleteTail: incompleteTail)
-                    : try TextDecoder.validUTF8Prefix(buffer, baseOffset: 0, allowIncompleteTail: incompleteTail)
+                    : try TextDecoder.validUTF8Prefix(buffer, baseOffset: 0, allowIncompleteTail: incompleteTail, extensions: extensions)
                 return .valid(valid)
             } catch {
                 return .invalid(offset: error.offset, reason: error.reason)
@@ -26,17 +27,23 @@ struct TextDecoderTests {
     }
 
     /// Checks `bytes` both ways, and against the standard library's validation.
+    /// Both vector paths are checked: the portable one (SSE2, sixteen bytes at a time) and, where
+    /// the processor has AVX2, the C one (64 bytes at a time).
     static func check(_ bytes: [UInt8], _ comment: Comment? = nil) {
         for incompleteTail in [false, true] {
-            let fast = validate(bytes, incompleteTail: incompleteTail)
-            #expect(fast == validate(bytes, incompleteTail: incompleteTail, byteByByte: true), comment)
-            if !incompleteTail {
-                let isValid = String(validating: bytes, as: UTF8.self) != nil
-                #expect((fast == .valid(bytes.count)) == isValid, comment)
-                // No false alarms: valid text is left to the byte-by-byte code only at its end.
-                if isValid && bytes.count >= 32 {
-                    let vectorEnd = bytes.withUnsafeBufferPointer { TextDecoder.wellFormedPrefix($0) }
-                    #expect(vectorEnd > bytes.count - 16 - 4, comment)
+            let slow = validate(bytes, incompleteTail: incompleteTail, byteByByte: true)
+            for extensions in [false, true] {
+                let fast = validate(bytes, incompleteTail: incompleteTail, extensions: extensions)
+                #expect(fast == slow, "\(comment?.rawValue ?? "") (extensions: \(extensions))")
+                if !incompleteTail {
+                    let isValid = String(validating: bytes, as: UTF8.self) != nil
+                    #expect((fast == .valid(bytes.count)) == isValid, comment)
+                    // No false alarms: valid text is left to the byte-by-byte code only at its end.
+                    let block = extensions && cts_utf8_simd_available() != 0 ? 64 : 16
+                    if isValid && bytes.count >= 2 * block {
+                        let vectorEnd = bytes.withUnsafeBufferPointer { TextDecoder.wellFormedPrefix($0, extensions: extensions) }
+                        #expect(vectorEnd > bytes.count - block - 4, "\(comment?.rawValue ?? "") (extensions: \(extensions))")
+                    }
                 }
             }
         }
@@ -46,13 +53,15 @@ struct TextDecoderTests {
     /// valid or invalid third and fourth), placed so that the pair straddles a block boundary or
     /// not, in otherwise ASCII text.
     @Test func everyLeadByteAroundBlockBoundaries() {
-        let ascii = [UInt8](repeating: 0x61, count: 48)
+        let ascii = [UInt8](repeating: 0x61, count: 136)
         let seconds: [UInt8] = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0,
                                 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF]
         for lead in UInt8(0x80)...0xFF {
             for second in seconds {
                 for tail: [UInt8] in [[0x80, 0x80], [0x41, 0x80], [0xBF, 0x41]] {
-                    for position in [14, 15, 16, 31] {
+                    // Around the 16-byte blocks of the portable path and the 32- and 64-byte
+                    // ones of the AVX2 path.
+                    for position in [14, 15, 16, 31, 62, 63, 64, 95] {
                         var bytes = ascii
                         bytes.replaceSubrange(position..<position + 4, with: [lead, second] + tail)
                         Self.check(bytes, Comment(rawValue: "\(bytes[position..<position + 4].map { String($0, radix: 16) }) at \(position)"))
