@@ -1,0 +1,446 @@
+"""Tests of docsession_client against the built server (``$DOCSESSION_BIN``, else
+``<repo>/.build/debug/docsession``). Run: ``python3 -m pytest -q clients/python/tests``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from docsession_client import (  # noqa: E402
+    Client, ConnectionClosed, Document, RpcError, apply_text_edits, default_binary,
+    make_range, offset_to_position, path_to_uri, position_to_offset,
+)
+
+BINARY = os.environ.get("DOCSESSION_BIN") or str(HERE.parents[2] / ".build" / "debug" / "docsession")
+ENCODINGS = ["utf-8", "utf-16", "utf-32"]
+TEXT = "a😀b 漢字\ncafe\u0301 \U0001F469\u200D\U0001F4BB\r\nend ✓\n"
+
+pytestmark = pytest.mark.skipif(not os.access(BINARY, os.X_OK), reason=f"no server at {BINARY}")
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator:
+    """start(*args, encoding=...) -> an initialized Client with --state-dir in tmp_path."""
+    clients: list[Client] = []
+
+    def _start(*args: str, encoding: str | None = "utf-16", initialize: bool = True) -> Client:
+        c = Client(["--state-dir", str(tmp_path / "state"), *args], binary=BINARY)
+        clients.append(c)
+        if initialize:
+            c.initialize(position_encoding=encoding)
+        return c
+
+    yield _start
+    for c in clients:
+        c.close(timeout=5)
+
+
+def offsets_range(text: str, start: int, end: int, encoding: str) -> dict:
+    return {"start": offset_to_position(text, start, encoding),
+            "end": offset_to_position(text, end, encoding)}
+
+
+def write(path: Path, text: str) -> None:
+    """Write in place, as another program would."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+# ------------------------------------------------------------------ pure helpers
+
+def test_positions_in_each_encoding() -> None:
+    text = "a😀b\ncafé\n"
+    b = text.index("b")
+    assert offset_to_position(text, b, "utf-8") == {"line": 0, "character": 5}
+    assert offset_to_position(text, b, "utf-16") == {"line": 0, "character": 3}
+    assert offset_to_position(text, b, "utf-32") == {"line": 0, "character": 2}
+    for enc in ENCODINGS:
+        for off in range(len(TEXT) + 1):
+            p = offset_to_position(TEXT, off, enc)
+            back = position_to_offset(TEXT, p["line"], p["character"], enc)
+            assert back == off or TEXT[off - 1:off + 1] == "\r\n"
+    assert position_to_offset(text, 0, 99, "utf-16") == text.index("\n")    # clamped
+    assert position_to_offset(text, 7, 0, "utf-16") == len(text)             # past the last line
+    with pytest.raises(ValueError):
+        position_to_offset(text, 0, 2, "utf-16")                             # inside 😀
+    with pytest.raises(ValueError):
+        position_to_offset(text, 0, 3, "utf-8")
+    assert apply_text_edits("one\ntwo", [{"range": make_range(1, 0, 1, 3), "text": "2"},
+                                         {"text": "all"}, ], "utf-16") == "all"
+
+
+def test_default_binary_prefers_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCSESSION_BIN", "/x/docsession")
+    assert default_binary() == "/x/docsession"
+
+
+# ------------------------------------------------------------------ lifecycle
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_initialize_negotiates_encoding(start, encoding: str) -> None:
+    c = start(encoding=encoding)
+    assert c.position_encoding == encoding
+    assert c.server_info["name"] == "docsession"
+    assert c.capabilities["versions"] is True
+
+
+def test_initialize_defaults_to_utf16_and_refuses_bad_params(start) -> None:
+    c = start(initialize=False)
+    with pytest.raises(RpcError) as e:
+        c.request("initialize", {"capabilities": {"general": {"positionEncodings": ["utf-8", 8]}}})
+    assert e.value.code == -32602
+    assert e.value.data == {"field": "params.capabilities.general.positionEncodings[1]"}
+    c.initialize(position_encoding=["utf-7"])
+    assert c.position_encoding == "utf-16"
+
+
+def test_shutdown_exits_zero_and_ids_count_from_1(tmp_path: Path) -> None:
+    wire: list[tuple[str, dict]] = []
+    c = Client(["--state-dir", str(tmp_path)], binary=BINARY,
+               on_message=lambda d, m: wire.append((d, m)))
+    c.initialize()
+    assert c.shutdown() == 0
+    sent = [m for d, m in wire if d == "-->"]
+    assert [m.get("id") for m in sent] == [1, None, 2, None]
+    assert [m["method"] for m in sent] == ["initialize", "initialized", "shutdown", "exit"]
+    with pytest.raises(ConnectionClosed):
+        c.request("shutdown")
+    with pytest.raises(ConnectionClosed):
+        c.request("shutdown")
+
+
+def test_context_manager_exits_zero(tmp_path: Path) -> None:
+    with Client(["--state-dir", str(tmp_path)], binary=BINARY) as c:
+        c.initialize()
+    assert c.process.returncode == 0
+
+
+def test_stderr_noise_does_not_hang(start) -> None:
+    # An invalid $/setTrace is logged on stderr (a warning naming the value): ~2 KB each, 1 MB in
+    # all, far beyond a pipe's buffer. A client that never read stderr would hang here.
+    c = start()
+    for _ in range(500):
+        c.notify("$/setTrace", {"value": "x" * 2000})
+    with pytest.raises(RpcError) as e:
+        c.request("document/frobnicate", {}, timeout=10)
+    assert e.value.code == -32601
+    deadline = time.monotonic() + 5
+    while c.stderr_bytes < 500 * 2000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert c.stderr_bytes >= 500 * 2000
+    assert "is not one of" in c.stderr_tail
+    assert c.shutdown() == 0
+
+
+# ------------------------------------------------------------------ documents
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_edit_read_round_trip(start, tmp_path: Path, encoding: str) -> None:
+    f = tmp_path / "intl.txt"
+    write(f, TEXT)
+    c = start(encoding=encoding)
+    doc = c.open(f)
+    assert isinstance(doc, Document) and doc.text == TEXT and doc.version == 1
+    assert doc.uri == path_to_uri(f)
+
+    # Insert after the emoji, replace the combining sequence, delete the ZWJ sequence, append.
+    after_emoji = doc.text.index("😀") + 1
+    doc.edit(doc.range(after_emoji), "🎉")
+    e = doc.text.index("e\u0301")
+    doc.edit(doc.range(e, e + 2), "é")
+    z = doc.text.index("\U0001F469")
+    doc.edit(doc.range(z, z + 3), "字")
+    doc.edit(doc.range(len(doc.text)), "ω\n")
+    expected = "a😀🎉b 漢字\ncafé 字\r\nend ✓\nω\n"
+    assert doc.text == expected
+    assert doc.read() == expected
+    assert doc.version == 5
+    # A ranged read with positions computed locally.
+    k = expected.index("漢")
+    assert doc.read(doc.range(k, k + 2)) == "漢字"
+    # Several edits in one request, each against the result of the one before.
+    doc.apply_edits([{"range": doc.range(0, 1), "text": "A"}, {"range": None, "text": "x"}])
+    assert doc.text == doc.read() == "x"
+    # Tuple ranges work too.
+    doc.edit(((0, 1), (0, 1)), "y")
+    assert doc.text == doc.read() == "xy"
+
+
+def test_undo_redo_keep_the_local_copy(start, tmp_path: Path) -> None:
+    f = tmp_path / "u.txt"
+    write(f, "café ☕\nline two\n")
+    c = start(encoding="utf-8")
+    doc = c.open(f)
+    doc.edit(doc.range(0, 4), "Tea", label="Rename")
+    doc.edit(doc.range(len(doc.text)), "three\n")
+    assert doc.state()["canUndo"] is True
+    r = doc.undo()
+    assert r["edits"] and doc.text == doc.read() == "Tea ☕\nline two\n"
+    assert doc.state()["undoLabel"] == "Rename"
+    doc.undo()
+    assert doc.text == doc.read() == "café ☕\nline two\n"
+    assert doc.has_unsaved_changes is False
+    doc.redo()
+    assert doc.text == doc.read() == "Tea ☕\nline two\n"
+    assert doc.state()["canRedo"] is True
+    assert doc.undo()["version"] == doc.version
+    assert doc.undo()["edits"] == []                         # nothing left to undo
+
+
+def test_save_writes_the_file_and_save_as_moves(start, tmp_path: Path) -> None:
+    f = tmp_path / "s.txt"
+    write(f, "one\n")
+    c = start()
+    doc = c.open(f)
+    doc.edit(doc.range(len(doc.text)), "two 😀\n")
+    assert doc.has_unsaved_changes
+    result = doc.save()
+    assert result["version"] == doc.version
+    assert f.read_text(encoding="utf-8") == "one\ntwo 😀\n"
+    assert doc.has_unsaved_changes is False
+    c.wait_for_notification("document/stateChanged", lambda p: p["reason"] == "saved")
+    other = tmp_path / "other.md"
+    doc.save(to=other)
+    assert doc.uri == path_to_uri(other) and other.read_text(encoding="utf-8") == "one\ntwo 😀\n"
+    assert doc.close() is False and doc.closed
+    assert c.document(doc.handle) is None
+
+
+def test_close_saves_and_revert(start, tmp_path: Path) -> None:
+    f = tmp_path / "c.txt"
+    write(f, "keep\n")
+    c = start()
+    doc = c.open(f)
+    doc.edit(None, "mine\n")
+    info = doc.revert()
+    assert info["text"] == doc.text == "keep\n" and doc.version == 3
+    doc.undo()
+    assert doc.text == "mine\n"
+    assert doc.close() is True
+    assert f.read_text() == "mine\n"
+
+
+def test_errors_raise_rpc_error_with_code_and_data(start, tmp_path: Path) -> None:
+    f = tmp_path / "e.txt"
+    write(f, "text\n")
+    c = start()
+    doc = c.open(f)
+    with pytest.raises(RpcError) as e:
+        c.request("document/read", {"document": "d999"})
+    assert e.value.code == -32011 and e.value.data == {"document": "d999"}
+    doc.edit(doc.range(0), ">")
+    with pytest.raises(RpcError) as e:
+        c.request("document/edit", {"document": doc.handle, "version": 1, "edits": [{"text": "x"}]})
+    assert e.value.code == -32801 and e.value.data == {"version": 2}
+    with pytest.raises(RpcError) as e:
+        doc.edit(make_range(0, "3", 0, 4), "B")      # type: ignore[arg-type]
+    assert e.value.code == -32602
+    assert e.value.data == {"field": "params.edits[0].range.start.character"}
+    with pytest.raises(RpcError) as e:
+        c.open(tmp_path / "missing.txt")
+    assert e.value.code == -32010 and e.value.data["code"] == "ENOENT"
+    with pytest.raises(RpcError) as e:
+        doc.resolve_conflict("mine")
+    assert e.value.code == -32019
+    # Nothing of that touched the document.
+    assert doc.text == doc.read() == ">text\n"
+
+
+def test_timeout_cancels(start) -> None:
+    c = start()
+    c.process.send_signal(signal.SIGSTOP)       # the server cannot answer in time
+    try:
+        with pytest.raises(TimeoutError):
+            c.request("document/frobnicate", {}, timeout=0.2)
+    finally:
+        c.process.send_signal(signal.SIGCONT)
+    # The late answer (or the cancellation's) is dropped, and the session goes on.
+    with pytest.raises(RpcError) as e:
+        c.request("document/frobnicate", {})
+    assert e.value.code == -32601
+    assert c.shutdown() == 0
+
+
+# ------------------------------------------------------------------ the file presenter
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_external_change_updates_the_local_copy(start, tmp_path: Path, encoding: str) -> None:
+    f = tmp_path / "w.txt"
+    write(f, "Hello, 世界!\ncafé 😀 line\nlast\n")
+    seen: list[str] = []
+    c = start(encoding=encoding)
+    c.on_notification = lambda n: seen.append(n.method)
+    doc = c.open(f)
+    write(f, "Hello, 世界!\ncafé 🎉😀 line, changed\nnew 漢\nlast\n")
+    note = c.wait_for_notification("document/didChange", lambda p: p["document"] == doc.handle)
+    assert note.params["reason"] == "external" and note.params["version"] == 2
+    assert doc.version == 2
+    assert doc.text == "Hello, 世界!\ncafé 🎉😀 line, changed\nnew 漢\nlast\n"
+    assert doc.text == doc.read()
+    assert doc.has_unsaved_changes is False
+    # The local version is the server's: the next edit is accepted.
+    doc.replace(0, 0, "# ")
+    assert doc.text == doc.read() and doc.text.startswith("# Hello")
+    # An edit computed against the text before a reload is refused, and changes nothing.
+    doc.save()
+    text, version = doc.snapshot()
+    write(f, "Replaced\n")
+    c.wait_for_notification("document/didChange", lambda p: p["version"] == version + 1)
+    with pytest.raises(RpcError) as e:
+        doc.edit(offsets_range(text, 0, 1, encoding), "X", version=version)
+    assert e.value.code == -32801 and e.value.data == {"version": version + 1}
+    assert doc.text == doc.read() == "Replaced\n"
+
+
+def test_conflict_then_merge(start, tmp_path: Path) -> None:
+    f = tmp_path / "m.txt"
+    write(f, "Hello, world!\nSecond line\n")
+    c = start()
+    doc = c.open(f)
+    doc.edit(doc.range(0, 5), "Goodbye")
+    write(f, "Hello, world!\nSecond line, theirs\n")
+    note = c.wait_for_notification(
+        "document/stateChanged", lambda p: p["reason"] == "externalChange")
+    assert note.params["error"]["code"] == "changedOnDisk"
+    assert "inConflict" in doc.flags
+    with pytest.raises(RpcError) as e:
+        doc.save()
+    assert e.value.code == -32017
+    result = doc.resolve_conflict("merge")
+    assert result["resolved"] is True
+    assert doc.text == doc.read() == "Goodbye, world!\nSecond line, theirs\n"
+    assert "inConflict" not in doc.flags
+    doc.save()
+    assert f.read_text() == "Goodbye, world!\nSecond line, theirs\n"
+
+
+def test_conflict_with_overlap_then_own_merge(start, tmp_path: Path) -> None:
+    f = tmp_path / "o.txt"
+    write(f, "Hello, world!\nSecond line\n")
+    c = start()
+    doc = c.open(f)
+    doc.edit(doc.range(14, 20), "2nd")
+    write(f, "Hello, world!\nLine two\n")
+    c.wait_for_notification("document/stateChanged", lambda p: p["reason"] == "externalChange")
+    result = doc.resolve_conflict("merge")
+    assert result["resolved"] is False and result["conflicts"][0]["theirs"] == "Line two\n"
+    assert doc.text == "Hello, world!\n2nd line\n"
+    doc.resolve_conflict("merge", "Hello, world!\n2nd line two\n")
+    assert doc.text == doc.read() == "Hello, world!\n2nd line two\n"
+
+
+def test_move_updates_the_uri(start, tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    write(f, "moving\n")
+    c = start()
+    doc = c.open(f)
+    (tmp_path / "archive").mkdir()
+    target = tmp_path / "archive" / "notes.md"
+    os.rename(f, target)
+    note = c.wait_for_notification("document/didMove", lambda p: p["document"] == doc.handle)
+    assert note.params["uri"] == doc.uri == path_to_uri(target)
+    assert doc.path == str(target) and doc.info["fileType"] == "markdown"
+    doc.edit(doc.range(0), "still ")
+    doc.save()
+    assert target.read_text() == "still moving\n"
+
+
+def test_deletion_is_reported(start, tmp_path: Path) -> None:
+    f = tmp_path / "gone.txt"
+    write(f, "bye\n")
+    c = start()
+    doc = c.open(f)
+    os.unlink(f)
+    note = c.wait_for_notification("document/stateChanged",
+                                   lambda p: p["reason"] == "deletedOnDisk")
+    assert note.params["error"]["code"] == "deletedOnDisk"
+    assert doc.has_unsaved_changes is True
+    doc.save()
+    assert f.read_text() == "bye\n"
+
+
+def test_versions_read_and_restore(start, tmp_path: Path) -> None:
+    f = tmp_path / "v.txt"
+    write(f, "first\n")
+    c = start()
+    doc = c.open(f)
+    doc.edit(None, "second ✓\n")
+    doc.save()
+    doc.edit(None, "third\n")
+    doc.save()
+    deadline = time.monotonic() + 10        # versions are written in the background
+    while len(versions := doc.versions()) < 2:
+        assert time.monotonic() < deadline, versions
+        time.sleep(0.02)
+    older = versions[-1]
+    assert older["kind"] == "saved" and doc.read_version(older["id"]) == "second ✓\n"
+    doc.restore_version(older["id"])
+    assert doc.text == doc.read() == "second ✓\n"
+    with pytest.raises(RpcError) as e:
+        doc.read_version("no-such-version")
+    assert e.value.code == -32020 and e.value.data == {"id": "no-such-version"}
+
+
+# ------------------------------------------------------------------ the examples
+
+EXAMPLES = HERE.parent / "examples"
+
+
+def run_env(tmp_path: Path) -> dict:
+    return {**os.environ, "DOCSESSION_BIN": BINARY, "XDG_STATE_HOME": str(tmp_path / "xdg")}
+
+
+def test_example_edit_and_save(tmp_path: Path) -> None:
+    f = tmp_path / "e.txt"
+    write(f, "first\n")
+    out = subprocess.run([sys.executable, str(EXAMPLES / "edit_and_save.py"), str(f),
+                          "--text", "second 😀\n", "--state-dir", str(tmp_path / "state")],
+                         capture_output=True, text=True, timeout=15, env=run_env(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert f.read_text(encoding="utf-8") == "first\nsecond 😀\n"
+    assert '"reason": "saved"' in out.stdout and "server exited with status 0" in out.stdout
+
+
+def test_example_watch(tmp_path: Path) -> None:
+    f = tmp_path / "w.txt"
+    write(f, "one\n")
+    p = subprocess.Popen([sys.executable, str(EXAMPLES / "watch.py"), str(f), "--seconds", "8",
+                          "--state-dir", str(tmp_path / "state")],
+                         stdout=subprocess.PIPE, text=True, env=run_env(tmp_path))
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline().startswith("watching ")
+
+        def until(fragment: str) -> str:
+            for line in p.stdout:           # the example's output, as it comes
+                if fragment in line:
+                    return line
+            raise AssertionError(f"no line with {fragment!r}")
+
+        with open(f, "a", encoding="utf-8") as fh:
+            fh.write("two ✓\n")
+        until("changed on disk")
+        assert "one\\ntwo ✓\\n" in until("text now")
+        os.rename(f, tmp_path / "w.md")
+        assert "w.md" in until("moved:")
+        os.unlink(tmp_path / "w.md")
+        until("deletedOnDisk")
+    finally:
+        p.send_signal(signal.SIGINT)        # the example closes the document and shuts down
+        try:
+            assert p.wait(timeout=5) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
