@@ -1,0 +1,338 @@
+;;; docsession-test.el --- ERT tests of docsession.el  -*- lexical-binding: t; -*-
+
+;;; Commentary:
+
+;; Run with clients/emacs/run-tests.sh, or:
+;;
+;;   emacs --batch -Q -L clients/emacs -l clients/emacs/docsession-test.el \
+;;         -f ert-run-tests-batch-and-exit
+;;
+;; The server is $DOCSESSION_BIN, else <repo>/.build/debug/docsession.
+;; Each test starts its own server with --state-dir in a temp directory.
+
+;;; Code:
+
+(require 'ert)
+(require 'docsession)
+
+(defconst docsession-test--binary
+  (or (getenv "DOCSESSION_BIN")
+      (expand-file-name "../../.build/debug/docsession"
+                        (file-name-directory
+                         (or load-file-name buffer-file-name))))
+  "The server executable the tests run.")
+
+(defconst docsession-test--text "Héllo wörld 😀 café\n日本語のテキスト\nthird line\n"
+  "A text with non-ASCII characters: é, an emoji, CJK.")
+
+(defvar docsession-test--dir nil
+  "The temp directory of the running test.")
+
+(defun docsession-test--write-file (file text)
+  "Write TEXT to FILE in UTF-8 as another program: with printf in sh.
+Every byte is written as an octal escape, so the argument is ASCII."
+  (let ((format (mapconcat (lambda (byte) (format "\\%03o" byte))
+                           (encode-coding-string text 'utf-8 t) "")))
+    (should (zerop (call-process "sh" nil nil nil "-c" "printf \"$1\" > \"$2\""
+                                 "sh" format file)))))
+
+(defun docsession-test--file-text (file)
+  "Return the content of FILE decoded from UTF-8, line breaks as they are."
+  (with-temp-buffer
+    (set-buffer-multibyte nil)
+    (insert-file-contents-literally file)
+    (decode-coding-string (buffer-string) 'utf-8-unix)))
+
+(defun docsession-test--server-text ()
+  "Return the document's text as the server has it, checking the version."
+  (let ((result (docsession--request :document/read
+                                     (list :document docsession--document))))
+    (should (equal (plist-get result :version) docsession--version))
+    (plist-get result :text)))
+
+(defun docsession-test--check ()
+  "Check that the server's text is the buffer's."
+  (should (equal (docsession-test--server-text) (buffer-string))))
+
+(defun docsession-test--wait-for (predicate &optional seconds)
+  "Pump process output until PREDICATE returns non-nil, for up to SECONDS."
+  (let ((deadline (+ (float-time) (or seconds 5))))
+    (while (and (not (funcall predicate)) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (should (funcall predicate))))
+
+(defmacro docsession-test--with-file (spec &rest body)
+  "Run BODY in a buffer visiting a new file, with `docsession-mode' on.
+SPEC is (NAME CONTENT &optional NO-MODE): the file NAME in a temp
+directory, written with CONTENT (a unibyte string is written as is);
+with NO-MODE non-nil the mode is not enabled.  The variable `file'
+is bound to the file's name."
+  (declare (indent 1) (debug ((symbolp form &optional form) body)))
+  (let ((name (nth 0 spec)) (content (nth 1 spec)) (no-mode (nth 2 spec)))
+    `(let* ((docsession-test--dir (make-temp-file "docsession-el-" t))
+            (docsession-program docsession-test--binary)
+            (docsession-program-args
+             (list "--stdio" "--state-dir"
+                   (expand-file-name "state" docsession-test--dir)))
+            (file (expand-file-name ,name docsession-test--dir))
+            (buffer nil))
+       (unwind-protect
+           (progn
+             (let ((coding-system-for-write 'no-conversion))
+               (write-region (let ((c ,content))
+                               (if (multibyte-string-p c)
+                                   (encode-coding-string c 'utf-8 t)
+                                 c))
+                             nil file nil 'silent))
+             (setq buffer (find-file-noselect file))
+             (with-current-buffer buffer
+               (unless ,no-mode (docsession-mode 1))
+               ,@body))
+         (when (buffer-live-p buffer)
+           (with-current-buffer buffer (set-buffer-modified-p nil))
+           (kill-buffer buffer))
+         (docsession-shutdown)
+         (delete-directory docsession-test--dir t)))))
+
+(ert-deftest docsession-test-open ()
+  "Enabling the mode opens the file; the server's text is the buffer's."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (should docsession-mode)
+    (should (stringp docsession--document))
+    (should (equal docsession--version 1))
+    (should (equal (buffer-string) docsession-test--text))
+    (docsession-test--check)
+    (should (equal (docsession--lighter) " DS"))))
+
+(ert-deftest docsession-test-edits ()
+  "Insertions, deletions and replacements reach the server as made."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    ;; Insert after the é (a character past a non-ASCII one).
+    (goto-char (point-min))
+    (search-forward "é")
+    (insert "X")
+    (docsession-test--check)
+    (should (equal (docsession--lighter) " DS*"))
+    ;; Insert right after the emoji, then before it.
+    (search-forward "😀")
+    (insert "🎉")
+    (docsession-test--check)
+    (backward-char 2)
+    (insert "<")
+    (docsession-test--check)
+    ;; Delete the emoji.
+    (search-forward "😀")
+    (delete-char -1)
+    (docsession-test--check)
+    ;; Replace inside the CJK line.
+    (goto-char (point-min))
+    (search-forward "テキスト")
+    (replace-match "TEXT 😀")
+    (docsession-test--check)
+    ;; A multi-line deletion, from line 0 into line 1.
+    (goto-char (point-min))
+    (search-forward "wörld")
+    (let ((start (point)))
+      (search-forward "本")
+      (delete-region start (point)))
+    (docsession-test--check)
+    ;; A multi-line insertion in the middle of a line.
+    (goto-char (point-min))
+    (search-forward "third")
+    (insert "\nnew 😀 line\n\nanother ")
+    (docsession-test--check)
+    ;; A multi-line replacement.
+    (goto-char (point-min))
+    (forward-line 1)
+    (let ((start (point)))
+      (forward-line 2)
+      (delete-region start (point))
+      (goto-char start)
+      (insert "replaced\nby 日本\n"))
+    (docsession-test--check)
+    ;; Changes whose announced region is larger than the change.
+    (upcase-region (point-min) (point-max))
+    (docsession-test--check)
+    (subst-char-in-region (point-min) (point-max) ?E ?e)
+    (docsession-test--check)
+    ;; At the very end and the very beginning, then everything.
+    (goto-char (point-max))
+    (insert "end 😀")
+    (docsession-test--check)
+    (goto-char (point-min))
+    (insert "😀")
+    (docsession-test--check)
+    (erase-buffer)
+    (docsession-test--check)
+    (insert docsession-test--text)
+    (docsession-test--check)))
+
+(ert-deftest docsession-test-save ()
+  "`save-buffer' writes the file through the server."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (goto-char (point-max))
+    (insert "saved 😀 line\n")
+    (should (buffer-modified-p))
+    (should (equal (docsession--lighter) " DS*"))
+    (save-buffer)
+    (should-not (buffer-modified-p))
+    (should (equal (docsession--lighter) " DS"))
+    (should (equal (docsession-test--file-text file) (buffer-string)))
+    (should (equal (docsession-test--file-text file)
+                   (concat docsession-test--text "saved 😀 line\n")))
+    ;; No backup or other file was written by Emacs.
+    (should-not (file-exists-p (concat file "~")))
+    ;; And a second round.
+    (goto-char (point-min))
+    (delete-char 1)
+    (save-buffer)
+    (should (equal (docsession-test--file-text file) (buffer-string)))
+    (should-not (buffer-modified-p))))
+
+(ert-deftest docsession-test-external-change ()
+  "Another program's write reaches a clean buffer, keeping point."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (goto-char (point-min))
+    (search-forward "third ")
+    (let ((new "Héllo wörld 😀 café, changed\ninserted 日本\n日本語のテキスト\nthird line\nlast\n"))
+      (docsession-test--write-file file new)
+      (docsession-test--wait-for (lambda () (equal (buffer-string) new)))
+      (should (looking-at "line\nlast"))
+      (should-not (buffer-modified-p))
+      (should (equal (docsession--lighter) " DS"))
+      (docsession-test--check)
+      ;; Editing after the reload works, and Emacs does not think the
+      ;; file changed behind its back.
+      (should (verify-visited-file-modtime))
+      (insert "x")
+      (docsession-test--check)
+      (save-buffer)
+      (should (equal (docsession-test--file-text file) (buffer-string))))))
+
+(ert-deftest docsession-test-move ()
+  "Another program's move renames the visited file."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (let ((new (expand-file-name "moved.md" docsession-test--dir)))
+      (should (zerop (call-process "mv" nil nil nil file new)))
+      (docsession-test--wait-for (lambda () (equal buffer-file-name new)))
+      (should docsession-mode)
+      (should-not (buffer-modified-p))
+      (goto-char (point-max))
+      (insert "after the move\n")
+      (docsession-test--check)
+      (save-buffer)
+      (should (equal (docsession-test--file-text new) (buffer-string)))
+      (should-not (file-exists-p file)))))
+
+(ert-deftest docsession-test-conflict ()
+  "An external write over unsaved changes shows the conflict."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (goto-char (point-min))
+    (insert "mine ")
+    (should (equal (docsession--lighter) " DS*"))
+    (docsession-test--write-file file "theirs 😀\n")
+    (docsession-test--wait-for
+     (lambda () (equal (docsession--lighter) " DS!conflict")))
+    ;; The buffer kept its text.
+    (should (equal (buffer-string) (concat "mine " docsession-test--text)))
+    (docsession-test--check)
+    ;; Taking the file's text ends the conflict.
+    (docsession-resolve-conflict "theirs")
+    (should (equal (buffer-string) "theirs 😀\n"))
+    (should (equal (docsession--lighter) " DS"))
+    (should-not (buffer-modified-p))
+    (docsession-test--check)))
+
+(ert-deftest docsession-test-deleted ()
+  "A deletion shows in the mode line; saving writes the file again."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (delete-file file)
+    (docsession-test--wait-for
+     (lambda () (equal (docsession--lighter) " DS!deleted")))
+    (save-buffer)
+    (should (equal (docsession--lighter) " DS"))
+    (should (equal (docsession-test--file-text file) docsession-test--text))))
+
+(ert-deftest docsession-test-modified-before-enabling ()
+  "A buffer modified before the mode is enabled sends its text."
+  (docsession-test--with-file ("notes.txt" docsession-test--text t)
+    (goto-char (point-min))
+    (insert "early 😀 ")
+    (docsession-mode 1)
+    (docsession-test--check)
+    (should (equal (docsession--lighter) " DS*"))
+    (should (equal (docsession-test--file-text file) docsession-test--text))))
+
+(ert-deftest docsession-test-crlf ()
+  "A CRLF file: the buffer has no \\r, the file keeps its CRLFs."
+  (docsession-test--with-file ("crlf.txt" "one\r\ntwo 😀\r\n")
+    (should (eq (coding-system-eol-type buffer-file-coding-system) 1))
+    (should (equal (buffer-string) "one\ntwo 😀\n"))
+    (goto-char (point-max))
+    (insert "three\nfour\n")
+    (should (equal (docsession-test--server-text)
+                   "one\r\ntwo 😀\r\nthree\r\nfour\r\n"))
+    (goto-char (point-min))
+    (end-of-line)
+    (delete-char 1)                     ; Join the first two lines.
+    (should (equal (docsession-test--server-text)
+                   "onetwo 😀\r\nthree\r\nfour\r\n"))
+    (save-buffer)
+    (should (equal (docsession-test--file-text file)
+                   "onetwo 😀\r\nthree\r\nfour\r\n"))))
+
+(ert-deftest docsession-test-mixed-line-breaks-refused ()
+  "A buffer holding a carriage return is refused."
+  (docsession-test--with-file ("mixed.txt" "one\r\ntwo\nthree\r" t)
+    (should-error (docsession-mode 1) :type 'user-error)
+    (should-not docsession-mode)
+    (should-not docsession--document)))
+
+(ert-deftest docsession-test-disable-closes ()
+  "Disabling the mode closes the document without saving."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (let ((handle docsession--document))
+      (insert "unsaved ")
+      (docsession-mode -1)
+      (should-not docsession--document)
+      (should (buffer-modified-p))
+      (should (equal (docsession-test--file-text file) docsession-test--text))
+      (should-error (docsession--request :document/state
+                                         (list :document handle)))
+      ;; Emacs saves the buffer itself now.
+      (save-buffer)
+      (should (equal (docsession-test--file-text file) (buffer-string))))))
+
+(ert-deftest docsession-test-rebase ()
+  "An edit made against a version the server has left is rebased."
+  (docsession-test--with-file ("notes.txt" "alpha\nbeta\ngamma\n")
+    ;; Simulate the race: the server reloaded the file (version 2) and its
+    ;; didChange is still in flight when the user types.
+    (let ((new "alpha\nBETA 😀\ngamma\n"))
+      (docsession-test--write-file file new)
+      ;; Give the server time to reload, without reading its notification
+      ;; (`sleep-for' would run the process filter; `call-process' does not).
+      (call-process "sleep" nil nil nil "0.5")
+      (let ((docsession--request-depth 1))
+        ;; Notifications read now are queued, as during a request.
+        (accept-process-output nil 0.3))
+      (should docsession--queue)
+      (goto-char (point-max))
+      (insert "delta\n")
+      (should (equal (buffer-string) (concat new "delta\n")))
+      (should (looking-at-p "\\'"))
+      ;; Version 2 is the reload, 3 the edit sent again.
+      (should (equal docsession--version 3))
+      (docsession-test--check))))
+
+(ert-deftest docsession-test-kill-buffer-closes ()
+  "Killing the buffer closes the document."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (let ((handle docsession--document))
+      (kill-buffer)
+      (should-error (docsession--request :document/state
+                                         (list :document handle)))
+      (should (zerop (hash-table-count docsession--buffers))))))
+
+(provide 'docsession-test)
+;;; docsession-test.el ends here
