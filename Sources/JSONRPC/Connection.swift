@@ -41,16 +41,25 @@ public final class Connection: Sendable {
     private let input: Int32
     private let maxMessageSize: Int
     private let logger: Logger
+    /// Where the input is recorded (`--record`), or `nil`.
+    private let recorder: Recorder?
 
     /// How many decoded items may wait in the queue before the reader stops reading; the pipe then
     /// fills and the client blocks, rather than the server's memory growing without bound.
     public static let queueLimit = 4096
 
-    public init(input: Int32, writer: MessageWriter, maxMessageSize: Int, logger: Logger) {
+    public convenience init(input: Int32, writer: MessageWriter, maxMessageSize: Int, logger: Logger) {
+        self.init(input: input, writer: writer, maxMessageSize: maxMessageSize, logger: logger, recorder: nil)
+    }
+
+    /// A connection reading `input`; with a `recorder`, every message read is recorded before it
+    /// is dispatched (the writer's own recorder records what is written).
+    public init(input: Int32, writer: MessageWriter, maxMessageSize: Int, logger: Logger, recorder: Recorder?) {
         self.input = input
         self.writer = writer
         self.maxMessageSize = maxMessageSize
         self.logger = logger
+        self.recorder = recorder
     }
 
     /// Serves until `exit` or the end of input; answers the process's exit status.
@@ -185,9 +194,13 @@ public final class Connection: Sendable {
         let maxMessageSize = maxMessageSize
         let pending = pending
         let logger = logger
+        let recorder = recorder
         startThread {
             let decoder = InboundDecoder(maxMessageSize: maxMessageSize, pending: pending)
+            // The tap frames the same bytes on its own, so the decoding path is the same either way.
+            var tap = recorder?.inputTap(maxMessageSize: maxMessageSize)
             while let chunk = FileDescriptorIO.read(input), !chunk.isEmpty {
+                tap?.observe(chunk)
                 for item in decoder.decode(chunk) {
                     slots.wait()
                     continuation.yield(item)

@@ -13,15 +13,30 @@ public final class MessageWriter: Sendable {
 
     private let sink: Sink
     private let state = Mutex<(broken: Bool, observers: [@Sendable (JSONValue) -> Void])>((false, []))
+    /// Where every message is recorded before it is written (`--record`); `nil`, the usual case,
+    /// costs one check per message.
+    public let recorder: Recorder?
 
     /// A writer that hands each framed message to `sink`.
     public init(sink: @escaping Sink) {
         self.sink = sink
+        self.recorder = nil
+    }
+
+    /// A writer that hands each framed message to `sink`, recording it first with `recorder`.
+    public init(sink: @escaping Sink, recorder: Recorder?) {
+        self.sink = sink
+        self.recorder = recorder
     }
 
     /// A writer to a file descriptor (the protocol's duplicate of stdout).
     public convenience init(fileDescriptor: Int32) {
         self.init(sink: { bytes in FileDescriptorIO.writeAll(fileDescriptor, bytes) })
+    }
+
+    /// A writer to a file descriptor that records every message first with `recorder` (`--record`).
+    public convenience init(fileDescriptor: Int32, recorder: Recorder?) {
+        self.init(sink: { bytes in FileDescriptorIO.writeAll(fileDescriptor, bytes) }, recorder: recorder)
     }
 
     /// Calls `observer` with every message before it is written (tracing, recording).
@@ -34,10 +49,13 @@ public final class MessageWriter: Sendable {
 
     /// Writes one message. Messages to a broken peer are dropped.
     public func send(_ message: JSONValue) {
-        let framed = Framing.frame(message.serialized())
+        let body = message.serialized()
+        let framed = Framing.frame(body)
         state.withLock { state in
             guard !state.broken else { return }
             for observer in state.observers { observer(message) }
+            // Under the lock, so the records are in the order of the writes.
+            recorder?.recordSent(message, body: body)
             if !sink(framed) { state.broken = true }
         }
     }

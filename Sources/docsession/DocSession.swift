@@ -19,7 +19,7 @@ struct DocSession: AsyncParsableCommand {
             Logs go to stderr (warnings and above unless --log-level says otherwise) or to --log-file.
             """,
         version: Server.version,
-        subcommands: [Serve.self, Demo.self],
+        subcommands: [Serve.self, Demo.self, Call.self, Run.self, ReplayCommand.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -47,6 +47,18 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not watch the documents' files for changes by other programs.")
     var noWatch = false
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Append every message, both ways, to this file as JSON Lines (vscode-jsonrpc's JSON trace).",
+        discussion: """
+            One record per message: {"isLSPMessage": true, "type": T, "message": {...}, "timestamp": MS}, \
+            T from the client's point of view (send-request, send-notification, send-response for what \
+            the client sent; receive-response, receive-notification, receive-request for what the server \
+            wrote). A batch and its answer are recorded one record per message. Input that is not a \
+            JSON-RPC message is recorded as "send-invalid" with the raw body as a JSON string; a framing \
+            fault, which has no body, with "message": null and "fault". One write(2) per record.
+            """, valueName: "file"))
+    var record: String?
+
     func run() async throws {
         // A file-size limit or a closed pipe must surface as EFBIG or EPIPE, not kill the server.
         signal(SIGPIPE, SIG_IGN)
@@ -59,14 +71,16 @@ struct Serve: AsyncParsableCommand {
         guard dup2(STDERR_FILENO, STDOUT_FILENO) >= 0 else { throw ValidationError("cannot redirect stdout: errno \(errno)") }
 
         let logger = try LogSetup.bootstrap(level: logLevel.level, file: logFile)
-        let writer = MessageWriter(fileDescriptor: protocolOutput)
+        // Not a usage error: the file cannot be opened (printed as "Error: ...", exit status 1).
+        let recorder = try record.map { path in try Recorder(path: path) }
+        let writer = MessageWriter(fileDescriptor: protocolOutput, recorder: recorder)
         let server = Server(
             writer: writer, logger: logger,
             configuration: Server.Configuration(
                 maxMessageSize: maxMessageSize.bytes, stateDirectory: stateDir ?? StateDirectory.default,
                 watchFiles: !noWatch))
         let connection = Connection(
-            input: STDIN_FILENO, writer: writer, maxMessageSize: maxMessageSize.bytes, logger: logger)
+            input: STDIN_FILENO, writer: writer, maxMessageSize: maxMessageSize.bytes, logger: logger, recorder: recorder)
         let status = await connection.run(handler: server)
         Glibc.exit(status)
     }
@@ -79,6 +93,37 @@ struct Demo: ParsableCommand {
 
     func run() throws {
         let status = try Client.Demo(output: { print($0) }).run(executable: CurrentExecutable.path, arguments: ["serve"])
+        if status != 0 { throw ExitCode(status) }
+    }
+}
+
+/// `docsession replay FILE`: a recorded session against a fresh server (the work is Client.Replay).
+struct ReplayCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Replay a session recorded with --record against a fresh server and compare the answers.",
+        discussion: Client.Replay.discussion)
+
+    @Argument(help: "The recording (JSON Lines, as `serve --record` writes them).")
+    var file: String
+
+    @Flag(name: .long, help: "Rewrite FILE with what the server answers now (keeping ${ROOT}); exit 0.")
+    var update = false
+
+    @Option(name: .long, help: ArgumentHelp("The directory the recording was made in, read as ${ROOT}.", valueName: "dir"))
+    var root: String?
+
+    @Option(name: .customLong("server-arg"), parsing: .unconditionalSingleValue, help: ArgumentHelp("An argument for the server (repeatable), after `serve --state-dir ROOT/.state`.", valueName: "arg"))
+    var serverArgs: [String] = []
+
+    @Option(name: .long, help: "Seconds to wait for each response.")
+    var timeout: Double = 10
+
+    func run() throws {
+        let status = Client.Replay(
+            file: file, update: update, recordedRoot: root, executable: CurrentExecutable.path, serverArguments: serverArgs,
+            timeout: timeout, output: { print($0) }, errors: { StandardError.write($0) }
+        ).run()
         if status != 0 { throw ExitCode(status) }
     }
 }
