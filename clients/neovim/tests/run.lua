@@ -1,0 +1,242 @@
+-- Headless tests of docsession.nvim against the built server. Run by clients/neovim/run-tests.sh.
+local api = vim.api
+local here = debug.getinfo(1, 'S').source:sub(2)
+local root = vim.fn.fnamemodify(here, ':p:h:h:h:h')
+local bin = os.getenv('DOCSESSION_BIN')
+if not bin or bin == '' then bin = root .. '/.build/debug/docsession' end
+local ds = require('docsession')
+vim.cmd('runtime plugin/docsession.lua') -- -u NONE loads no plugins
+local swapdir = vim.fn.tempname() .. '-swap'
+vim.fn.mkdir(swapdir, 'p')
+vim.o.directory = swapdir .. '//'
+local failures, checks = 0, 0
+local started = vim.loop.hrtime()
+
+local function out(s) io.stdout:write(s .. '\n') end
+local function check(cond, what, detail)
+  checks = checks + 1
+  if not cond then
+    failures = failures + 1
+    out('    FAIL ' .. what .. (detail and (': ' .. detail) or ''))
+  end
+  return cond
+end
+
+local function read_file(path)
+  local f = io.open(path, 'rb'); if not f then return nil end
+  local s = f:read('*a'); f:close(); return s
+end
+local function write_file(path, s) local f = assert(io.open(path, 'wb')); f:write(s); f:close() end
+local function sh(cmd) vim.fn.system({ 'sh', '-c', cmd }); assert(vim.v.shell_error == 0, cmd) end
+
+-- What the server should hold for the buffer: its lines joined with "\n", plus a final "\n" when
+-- 'eol' is set; a buffer Neovim holds as empty is the empty text.
+local function expected(buf)
+  local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+  if #lines == 1 and lines[1] == '' and api.nvim_buf_call(buf, function() return vim.fn.wordcount().bytes end) == 0 then
+    return ''
+  end
+  return table.concat(lines, '\n') .. (vim.bo[buf].eol and '\n' or '')
+end
+
+local function server_text(buf)
+  assert(ds.sync(buf), 'sync timed out')
+  local err, res = ds.call(buf, 'document/read')
+  assert(not err, err and err.message)
+  return res.text, res.version
+end
+
+local function step(buf, what, f)
+  if f then f() end
+  local text = server_text(buf)
+  local want = expected(buf)
+  check(text == want, what, ('server %s, buffer %s'):format(vim.inspect(text), vim.inspect(want)))
+end
+
+local function wait(cond, ms) return vim.wait(ms or 4000, cond, 10) end
+
+local cases = {}
+local function case(name, f) table.insert(cases, { name = name, f = f }) end
+
+local function fresh(name, content)
+  local dir = vim.fn.tempname() .. '-docsession-nvim'
+  vim.fn.mkdir(dir .. '/state', 'p')
+  ds.shutdown()
+  ds.setup({ cmd = { bin, '--stdio', '--state-dir', dir .. '/state' }, timeout = 5000,
+    log_file = os.getenv('DOCSESSION_NVIM_LOG') })
+  local path = dir .. '/' .. name
+  write_file(path, content)
+  vim.cmd('silent edit ' .. vim.fn.fnameescape(path))
+  local buf = api.nvim_get_current_buf()
+  assert(ds.attach(buf), 'attach failed')
+  return buf, path, dir
+end
+
+case('edits with non-ASCII text reach the server exactly', function()
+  local buf = fresh('unicode.txt', 'héllo wörld\n😀 emoji line\n漢字 CJK テキスト\nlast\n')
+  check(server_text(buf) == expected(buf), 'attach: texts agree')
+  step(buf, 'insert after é', function() api.nvim_buf_set_text(buf, 0, 3, 0, 3, { 'X' }) end)
+  step(buf, 'replace the emoji', function() api.nvim_buf_set_text(buf, 1, 0, 1, 4, { '😁' }) end)
+  step(buf, 'insert between two CJK characters', function() api.nvim_buf_set_text(buf, 2, 3, 2, 3, { 'é😀' }) end)
+  step(buf, 'replace across lines', function() api.nvim_buf_set_text(buf, 0, 6, 2, 9, { 'A', 'B😀' }) end)
+  step(buf, 'insert line breaks', function() api.nvim_buf_set_text(buf, 0, 3, 0, 3, { '', '', '' }) end)
+  step(buf, 'set_lines: insert lines', function() api.nvim_buf_set_lines(buf, 1, 1, false, { 'new 1 ✓', 'new 2 字' }) end)
+  step(buf, 'set_lines: replace lines', function() api.nvim_buf_set_lines(buf, 0, 2, false, { 'replaced é' }) end)
+  step(buf, 'set_lines: delete lines', function() api.nvim_buf_set_lines(buf, 1, 3, false, {}) end)
+  step(buf, 'set_lines: append at the end', function() api.nvim_buf_set_lines(buf, -1, -1, false, { 'end 😀' }) end)
+  step(buf, 'set_text: delete the final line break', function()
+    local n = api.nvim_buf_line_count(buf)
+    local prev = api.nvim_buf_get_lines(buf, n - 2, n - 1, true)[1]
+    api.nvim_buf_set_text(buf, n - 2, #prev, n - 1, 0, { '' })
+  end)
+  api.nvim_buf_set_lines(buf, 0, -1, false, { 'héllo wörld', '😀 emoji line', '漢字 CJK テキスト', 'last' })
+  step(buf, 'normal: A', function() vim.cmd('normal! ggA ✓') end)
+  step(buf, 'normal: x before é', function() vim.cmd('normal! gg0x') end)
+  step(buf, 'normal: x on é', function() vim.cmd('normal! gg0x') end)
+  step(buf, 'normal: r on the emoji', function() vim.cmd('normal! 2gg0rE') end)
+  step(buf, 'normal: cw over CJK', function() vim.cmd('normal! 3gg0cw字字') end)
+  step(buf, 'normal: dd', function() vim.cmd('normal! 2Gdd') end)
+  step(buf, 'normal: yyP', function() vim.cmd('normal! ggyyP') end)
+  step(buf, 'normal: J', function() vim.cmd('normal! ggJ') end)
+  step(buf, 'normal: o', function() vim.cmd('normal! Go新しい行') end)
+  step(buf, 'normal: ~ over multi-byte', function() vim.cmd('normal! gg0~~~~') end)
+  step(buf, 'normal: >>', function() vim.cmd('normal! gg>>') end)
+  step(buf, 'undo', function() vim.cmd('undo') end)
+  step(buf, 'undo twice more', function() vim.cmd('undo') vim.cmd('undo') end)
+  step(buf, 'redo', function() vim.cmd('redo') end)
+  step(buf, ':s inserting line breaks', function() vim.cmd([[silent %s/l/L\r/g]]) end)
+  step(buf, ':s joining lines', function() vim.cmd([[silent %s/\n//]]) end)
+  step(buf, 'undo of the joins', function() vim.cmd('undo') end)
+  step(buf, ':g/d', function() vim.cmd('silent g/L/d') end)
+  step(buf, 'visual block insert', function()
+    api.nvim_buf_set_lines(buf, 0, -1, false, { 'aé', 'b😀', 'c字' })
+    vim.cmd(api.nvim_replace_termcodes('normal! gg0l<C-v>jjI·', true, false, true))
+  end)
+  step(buf, ':sort', function() vim.cmd('sort!') end)
+  step(buf, 'ggdG: the buffer empty', function() vim.cmd('normal! ggdG') end)
+  step(buf, 'typing into the empty buffer', function() vim.cmd('normal! iabc é') end)
+  step(buf, 'set_lines: everything away', function() api.nvim_buf_set_lines(buf, 0, -1, false, {}) end)
+  step(buf, 'set_lines into the empty buffer', function() api.nvim_buf_set_lines(buf, 0, -1, false, { 'x', 'ÿ' }) end)
+  local doc = ds.get(buf)
+  out(('    (%d fallbacks to a whole-text diff, %d resyncs)'):format(doc.fallbacks, doc.resyncs))
+end)
+
+case(':write saves through the server; a file without a final newline keeps it so', function()
+  local buf, path = fresh('noeol.txt', 'one é\ntwo 😀')
+  check(vim.bo[buf].eol == false and vim.bo[buf].fixeol == false, "'noeol' 'nofixeol' set for the file without a final line break")
+  check(server_text(buf) == 'one é\ntwo 😀', 'attach: no final newline')
+  step(buf, 'append a line (noeol)', function() api.nvim_buf_set_lines(buf, -1, -1, false, { 'three' }) end)
+  step(buf, 'normal: o at the end (noeol)', function() vim.cmd('normal! Gofour') end)
+  step(buf, 'normal: dd of the last line (noeol)', function() vim.cmd('normal! Gdd') end)
+  step(buf, 'set_text at the very end (noeol)', function() api.nvim_buf_set_text(buf, 2, 5, 2, 5, { '!', 'x' }) end)
+  check(vim.bo[buf].modified, "'modified' before :write")
+  vim.cmd('write')
+  check(read_file(path) == 'one é\ntwo 😀\nthree!\nx', ':write wrote the text (no final newline)', vim.inspect(read_file(path)))
+  check(not vim.bo[buf].modified, "'modified' off after :write")
+  local st = vim.b[buf].docsession_state
+  check(st.reason == 'saved' and st.hasUnsavedChanges == false, 'b:docsession_state says saved', vim.inspect(st))
+  vim.bo[buf].fixeol = true
+  vim.cmd('write')
+  check(read_file(path) == 'one é\ntwo 😀\nthree!\nx\n', "with 'fixeol' set again, :write adds the final newline", vim.inspect(read_file(path)))
+  check(server_text(buf) == 'one é\ntwo 😀\nthree!\nx\n', 'the server has the final newline too')
+  step(buf, 'an edit after the switch to eol', function() api.nvim_buf_set_lines(buf, -1, -1, false, { 'y' }) end)
+  vim.cmd('write')
+  check(read_file(path) == 'one é\ntwo 😀\nthree!\nx\ny\n', 'third :write', vim.inspect(read_file(path)))
+end)
+
+case('an empty file takes a final newline, as Neovim writes it', function()
+  local buf, path = fresh('empty.txt', '')
+  check(server_text(buf) == '', 'attach: empty')
+  step(buf, 'typing into the empty file', function() vim.cmd('normal! ihello 世界') end)
+  check(server_text(buf) == 'hello 世界\n', 'the text has the final newline')
+  vim.cmd('write')
+  check(read_file(path) == 'hello 世界\n', ':write', vim.inspect(read_file(path)))
+end)
+
+case('an external change reaches the buffer; an external mv renames it', function()
+  local buf, path, dir = fresh('watched.txt', 'alpha\nbéta\ngamma 😀\n')
+  local v0 = ds.get(buf).version
+  sh(("printf 'alpha\\nbéta changed\\ngamma 😀\\ndelta\\n' > '%s'"):format(path))
+  check(wait(function() return ds.get(buf).version > v0 end), 'didChange arrived')
+  check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { 'alpha', 'béta changed', 'gamma 😀', 'delta' }),
+    'the buffer took the new text', vim.inspect(api.nvim_buf_get_lines(buf, 0, -1, false)))
+  check(not vim.bo[buf].modified, "'modified' stays off after a reload")
+  check(ds.get(buf).remote_fallbacks == 0, 'the edits applied one by one with nvim_buf_set_text')
+  check(server_text(buf) == expected(buf), 'no echo: the server and the buffer agree')
+  local _, version = server_text(buf)
+  check(version == ds.get(buf).version, 'the reload was not echoed back as an edit', ('%d vs %d'):format(version, ds.get(buf).version))
+  step(buf, 'an edit after the reload', function() api.nvim_buf_set_text(buf, 3, 5, 3, 5, { ' é' }) end)
+  vim.cmd('write')
+  local moved = dir .. '/renamed.md'
+  sh(("mv '%s' '%s'"):format(path, moved))
+  check(wait(function() return api.nvim_buf_get_name(buf) == moved end), 'the buffer follows the move',
+    api.nvim_buf_get_name(buf))
+  check(vim.b[buf].docsession_state.uri == vim.uri_from_fname(moved), 'b:docsession_state has the new uri')
+  check(vim.fn.swapname(buf):find('renamed.md.swp', 1, true) ~= nil, 'the swap file was renamed with it (:file)', vim.fn.swapname(buf))
+  step(buf, 'an edit after the move', function() api.nvim_buf_set_lines(buf, 0, 0, false, { '# title' }) end)
+  vim.cmd('write')
+  check(read_file(moved) == expected(buf), ':write after the move writes the new file', vim.inspect(read_file(moved)))
+  check(read_file(path) == nil, 'nothing at the old name')
+end)
+
+case('a conflict shows in b:docsession_state; :w! overwrites', function()
+  local buf, path = fresh('conflict.txt', 'mine é\n')
+  step(buf, 'an unsaved edit', function() api.nvim_buf_set_text(buf, 0, 0, 0, 0, { '>> ' }) end)
+  sh(("printf 'theirs 😀\\n' > '%s'"):format(path))
+  check(wait(function()
+    local st = vim.b[buf].docsession_state
+    return st and vim.tbl_contains(st.flags or {}, 'inConflict')
+  end), 'inConflict in b:docsession_state', vim.inspect(vim.b[buf].docsession_state))
+  check(ds.status(buf):find('inConflict', 1, true) ~= nil, 'status() shows it', ds.status(buf))
+  check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { '>> mine é' }), 'the buffer keeps its text')
+  vim.cmd('silent! write')
+  check(read_file(path) == 'theirs 😀\n', ':write (no !) refused: the file is theirs', vim.inspect(read_file(path)))
+  check(vim.bo[buf].modified, "'modified' stays on")
+  vim.cmd('write!')
+  check(read_file(path) == '>> mine é\n', ':write! overwrote', vim.inspect(read_file(path)))
+  check(not vim.tbl_contains(vim.b[buf].docsession_state.flags, 'inConflict'), 'the conflict is over')
+end)
+
+case('a stale version resyncs; detaching and unloading close the document', function()
+  local buf = fresh('stale.txt', 'one\ntwo\n')
+  local doc = ds.get(buf)
+  -- Another edit behind the plugin's back moves the server's version on.
+  local err = ds.request('document/edit', { document = doc.handle, version = doc.version,
+    edits = { { range = { start = { line = 0, character = 0 }, ['end'] = { line = 0, character = 0 } }, text = 'zero\n' } } })
+  check(not err, 'the foreign edit applied')
+  step(buf, 'an edit against the stale version', function() api.nvim_buf_set_text(buf, 1, 3, 1, 3, { ' é' }) end)
+  check(doc.resyncs == 1, 'one resync', tostring(doc.resyncs))
+  check(server_text(buf) == 'one\ntwo é\n', 'the buffer won')
+  vim.cmd('DocSessionDetach')
+  check(ds.get(buf) == nil, 'detached')
+  local e2 = ds.request('document/state', { document = doc.handle })
+  check(e2 and e2.code == -32011, 'the server closed the document', vim.inspect(e2))
+  api.nvim_buf_set_lines(buf, 0, -1, false, { 'not sent' })
+  vim.cmd('DocSessionAttach')
+  local doc2 = ds.get(buf)
+  check(doc2 and doc2.handle ~= doc.handle, 'attached again with a new handle')
+  check(server_text(buf) == 'not sent\n', 'the modified buffer\'s text went to the server on attach')
+  vim.cmd('bwipeout!')
+  local e3 = ds.request('document/state', { document = doc2.handle })
+  check(e3 and e3.code == -32011, ':bwipeout closed the document', vim.inspect(e3))
+end)
+
+local ok, err = xpcall(function()
+  for _, c in ipairs(cases) do
+    local before = failures
+    local t0 = vim.loop.hrtime()
+    local cok, cerr = xpcall(c.f, debug.traceback)
+    if not cok then
+      failures = failures + 1
+      out('    ERROR ' .. tostring(cerr))
+    end
+    out(('%s %s (%.0f ms)'):format(failures == before and 'ok  ' or 'FAIL', c.name, (vim.loop.hrtime() - t0) / 1e6))
+  end
+  ds.shutdown()
+end, debug.traceback)
+if not ok then
+  failures = failures + 1
+  out('ERROR ' .. tostring(err))
+end
+out(('%d cases, %d checks, %d failures, %.1f s'):format(#cases, checks, failures, (vim.loop.hrtime() - started) / 1e9))
+if failures > 0 then vim.cmd('cquit 1') else vim.cmd('qa!') end
