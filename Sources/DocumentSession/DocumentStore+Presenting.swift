@@ -302,12 +302,7 @@ extension DocumentStore {
         let encoding = presenter.positionEncoding
         var sent: [TextEdit] = []
         change(handle, reason: .reloaded) { document in
-            for step in steps {
-                sent.append(document.buffer.textEdit(for: step, encoding: encoding))
-                document.buffer.apply(step)
-            }
-            document.history.record(steps, label: "Reload")
-            document.version += 1
+            sent = Self.applyStep(steps, to: &document, label: "Reload", encoding: encoding)
             document.history.markClean()
             document.reloadCount += 1
             self.sync(&document, text: buffer, file: file)
@@ -319,6 +314,23 @@ extension DocumentStore {
             error: nil, autosave: false, kind: .textChanged(edits: sent)))
         refreshLocator(handle)
         hashInBackground(handle, buffer: buffer, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
+    }
+
+    /// Applies `steps` (in order, each against the result of the one before) to the document as one
+    /// undo step labelled `label`, the version up by one; answers them as client edits in
+    /// `encoding`. Nothing happens for no steps. The reload, a conflict's resolution and a
+    /// restored version change the text this way.
+    static func applyStep(_ steps: [AppliedEdit], to document: inout Document, label: String, encoding: PositionEncoding) -> [TextEdit] {
+        guard !steps.isEmpty else { return [] }
+        var sent: [TextEdit] = []
+        sent.reserveCapacity(steps.count)
+        for step in steps {
+            sent.append(document.buffer.textEdit(for: step, encoding: encoding))
+            document.buffer.apply(step)
+        }
+        document.history.record(steps, label: label)
+        document.version += 1
+        return sent
     }
 
     /// Makes `file` (whose text is `text`) the document's synced file.
@@ -432,15 +444,8 @@ extension DocumentStore {
 
         var sent: [TextEdit] = []
         change(handle, reason: .conflictResolved, always: true) { document in
-            for step in steps {
-                sent.append(document.buffer.textEdit(for: step, encoding: encoding))
-                document.buffer.apply(step)
-            }
-            if !steps.isEmpty {
-                document.history.record(steps, label: "Resolve Conflict")
-                document.version += 1
-                document.reloadCount += 1
-            }
+            sent = Self.applyStep(steps, to: &document, label: "Resolve Conflict", encoding: encoding)
+            if !steps.isEmpty { document.reloadCount += 1 }
             if let disk, let text = disk.text, let file = disk.loaded {
                 self.sync(&document, text: text, file: file)
             } else if let disk {
@@ -524,14 +529,7 @@ extension DocumentStore {
         guard now.buffer.isIdentical(to: current) else { throw .staleVersion(current: now.version, given: version ?? document.version) }
         var sent: [TextEdit] = []
         change(handle, reason: .restored) { document in
-            for step in steps {
-                sent.append(document.buffer.textEdit(for: step, encoding: encoding))
-                document.buffer.apply(step)
-            }
-            if !steps.isEmpty {
-                document.history.record(steps, label: "Restore Version")
-                document.version += 1
-            }
+            sent = Self.applyStep(steps, to: &document, label: "Restore Version", encoding: encoding)
         }
         if !steps.isEmpty { scheduleAutosave(handle) }
         return (documents[handle]!.version, sent)

@@ -70,34 +70,11 @@ public final class SaveSink {
     func flush() throws(SaveError) {
         if isCancelled() { throw .cancelled }
         guard !pending.isEmpty else { return }
-        var vectors: [iovec] = []
-        vectors.reserveCapacity(pending.count)
-        for piece in pending {
-            // The storage of an array that stays alive and unchanged in `pending` meanwhile.
-            let base = piece.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
-            vectors.append(iovec(iov_base: base, iov_len: piece.count))
-        }
-        var first = 0
-        var written = 0
-        while first < vectors.count {
-            let wrote = vectors.withUnsafeBufferPointer { all in
-                pwritev(fd, all.baseAddress! + first, Int32(all.count - first), offset + off_t(written))
-            }
-            if wrote < 0 {
-                if errno == EINTR { continue }
-                throw .fileSystem(FileSystemError(errno: errno, syscall: "pwritev", path: path, reason: context))
-            }
-            written += wrote
-            // Skip the vectors written whole; trim the one written in part.
-            var left = wrote
-            while first < vectors.count && left >= vectors[first].iov_len {
-                left -= vectors[first].iov_len
-                first += 1
-            }
-            if left > 0 {
-                vectors[first].iov_base += left
-                vectors[first].iov_len -= left
-            }
+        let written: Int
+        switch writeGathered(fd, pending, at: offset) {
+        case .success(let count): written = count
+        case .failure(let failure):
+            throw .fileSystem(FileSystemError(errno: failure.code, syscall: "pwritev", path: path, reason: context))
         }
         pending.removeAll(keepingCapacity: true)
         pendingBytes = 0
@@ -627,4 +604,46 @@ extension Substring {
     fileprivate func trimmingCharacters() -> String {
         String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
     }
+}
+
+/// Writes `pieces`, in order, at `offset` with `pwritev`, looping over short writes and EINTR (the
+/// gathered write of a save and of a kept version). Answers the bytes written, or the errno of the
+/// failure.
+func writeGathered(_ fd: Int32, _ pieces: [[UInt8]], at offset: off_t) -> Result<Int, ErrnoFailure> {
+    var vectors: [iovec] = []
+    vectors.reserveCapacity(pieces.count)
+    for piece in pieces {
+        // The storage of an array that `pieces` keeps alive and unchanged meanwhile.
+        let base = piece.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
+        vectors.append(iovec(iov_base: base, iov_len: piece.count))
+    }
+    var first = 0
+    var written = 0
+    while first < vectors.count {
+        let wrote = vectors.withUnsafeBufferPointer { all in
+            pwritev(fd, all.baseAddress! + first, Int32(all.count - first), offset + off_t(written))
+        }
+        if wrote < 0 {
+            if errno == EINTR { continue }
+            return .failure(ErrnoFailure(code: errno))
+        }
+        written += wrote
+        // Skip the vectors written whole; trim the one written in part.
+        var left = wrote
+        while first < vectors.count && left >= vectors[first].iov_len {
+            left -= vectors[first].iov_len
+            first += 1
+        }
+        if left > 0 {
+            vectors[first].iov_base += left
+            vectors[first].iov_len -= left
+        }
+    }
+    withExtendedLifetime(pieces) {}
+    return .success(written)
+}
+
+/// The errno of a failed system call, for a caller that names the call and the path itself.
+struct ErrnoFailure: Error {
+    let code: Int32
 }

@@ -735,35 +735,11 @@ private struct GatheringWriter {
 
     mutating func flush() throws(FileSystemError) {
         guard !pending.isEmpty else { return }
-        var vectors: [iovec] = []
-        vectors.reserveCapacity(pending.count)
-        for piece in pending {
-            // The storage of an array kept alive and unchanged in `pending` meanwhile.
-            let base = piece.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
-            vectors.append(iovec(iov_base: base, iov_len: piece.count))
+        let written: Int
+        switch writeGathered(fd, pending, at: offset) {
+        case .success(let count): written = count
+        case .failure(let failure): throw FileSystemError(errno: failure.code, syscall: "pwritev", path: path)
         }
-        var first = 0
-        var written = 0
-        while first < vectors.count {
-            let wrote = vectors.withUnsafeBufferPointer { all in
-                pwritev(fd, all.baseAddress! + first, Int32(all.count - first), offset + off_t(written))
-            }
-            if wrote < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError(errno: errno, syscall: "pwritev", path: path)
-            }
-            written += wrote
-            var left = wrote
-            while first < vectors.count && left >= vectors[first].iov_len {
-                left -= vectors[first].iov_len
-                first += 1
-            }
-            if left > 0 {
-                vectors[first].iov_base += left
-                vectors[first].iov_len -= left
-            }
-        }
-        withExtendedLifetime(pending) {}
         pending.removeAll(keepingCapacity: true)
         pendingBytes = 0
         offset += off_t(written)
