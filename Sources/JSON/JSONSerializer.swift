@@ -54,8 +54,12 @@ extension JSONValue {
         case .object(let object):
             let result = json_object_new_object()
             for (key, value) in object.members {
-                // Member names in a JSONObject are unique, which lets json-c skip its lookup.
-                json_object_object_add_ex(result, key, value.makeJSONCObject(), UInt32(JSON_C_OBJECT_ADD_KEY_IS_NEW))
+                // Member names in a JSONObject are unique, which lets json-c skip its lookup. The
+                // name goes through `withCString`, which points at a small string's bytes in place
+                // (the implicit conversion copies every name to the heap and frees it again: 12 to
+                // 15% of building a small response, by callgrind's count).
+                let child = value.makeJSONCObject()
+                _ = key.withCString { json_object_object_add_ex(result, $0, child, UInt32(JSON_C_OBJECT_ADD_KEY_IS_NEW)) }
             }
             return result
         }
