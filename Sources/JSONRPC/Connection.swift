@@ -199,7 +199,9 @@ public final class Connection: Sendable {
             let decoder = InboundDecoder(maxMessageSize: maxMessageSize, pending: pending)
             // The tap frames the same bytes on its own, so the decoding path is the same either way.
             var tap = recorder?.inputTap(maxMessageSize: maxMessageSize)
-            while let chunk = FileDescriptorIO.read(input), !chunk.isEmpty {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while let count = FileDescriptorIO.read(input, into: &buffer), count > 0 {
+                let chunk = buffer[..<count]
                 tap?.observe(chunk)
                 for item in decoder.decode(chunk) {
                     slots.wait()

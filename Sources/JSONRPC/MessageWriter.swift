@@ -91,6 +91,23 @@ public enum FileDescriptorIO {
         }
     }
 
+    /// Reads into `buffer` (up to its count), which the caller keeps from one read to the next:
+    /// answers the number of bytes read, 0 at the end of input, `nil` on an error. The reader
+    /// thread reads every message this way, without allocating and zeroing a buffer per read.
+    public static func read(_ fd: Int32, into buffer: inout [UInt8]) -> Int? {
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count >= 0 { return count }
+            if errno == EINTR { continue }
+            if errno == EAGAIN {
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&poller, 1, -1)
+                continue
+            }
+            return nil
+        }
+    }
+
     /// Reads up to `capacity` bytes; an empty answer means end of input, `nil` an error.
     public static func read(_ fd: Int32, capacity: Int = 1 << 16) -> [UInt8]? {
         var chunk = [UInt8](repeating: 0, count: capacity)
