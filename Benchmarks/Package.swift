@@ -55,6 +55,33 @@ let package = Package(
             .product(name: "FileStore", package: "docsession"),
             .product(name: "TextBuffer", package: "docsession"),
         ]),
+        // Figure 2's floor: a C ping-pong over pipes with a child that echoes, with the message
+        // sizes of the protocol benchmark.
+        .target(name: "PipeFloor"),
+        // Figure 2: the editing traces replayed as document/edit requests to the built server over
+        // stdio, synchronously and pipelined, against PipeFloor.
+        .executableTarget(name: "ProtocolRatios", dependencies: [
+            "PipeFloor", "BufferWorkloads",
+            .product(name: "EditingTraces", package: "docsession"),
+            .product(name: "JSON", package: "docsession"),
+            .product(name: "JSONRPC", package: "docsession"),
+        ]),
+        // Figure 3: the same traces against Neovim over its msgpack RPC and against our server,
+        // driven the same way; Neovim's :write with fsync against our save.
+        .executableTarget(name: "NeovimPeer", dependencies: [
+            "BufferWorkloads",
+            .product(name: "EditingTraces", package: "docsession"),
+            .product(name: "JSON", package: "docsession"),
+            .product(name: "JSONRPC", package: "docsession"),
+        ]),
+        // The JSON codec's floor: json-c called directly on the same bytes.
+        .target(name: "CodecFloor", linkerSettings: [.linkedLibrary("json-c")]),
+        // The JSON codec per message (parse a request, build and serialise a response) / CodecFloor.
+        .executableTarget(name: "CodecRatios", dependencies: [
+            "CodecFloor",
+            .product(name: "JSON", package: "docsession"),
+            .product(name: "JSONRPC", package: "docsession"),
+        ]),
         // Figure 7: round trips of single-character edits to the built server while it saves a
         // 100 MB document, and with no save running.
         .executableTarget(name: "EditLatency", dependencies: [
