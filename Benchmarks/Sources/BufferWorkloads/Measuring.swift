@@ -1,3 +1,5 @@
+import Foundation
+
 /// What every benchmark executable needs besides its workload: its options, and medians.
 
 /// The command line after the program's name: `option("--x")` takes `--x VALUE`, `flag("--y")`
@@ -29,4 +31,30 @@ public final class CommandLineOptions {
 public func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// The monotonic clock in nanoseconds (one system call, nothing allocated: inside timed loops).
+@inline(__always) public func nanoseconds() -> Int64 {
+    var t = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
+}
+
+/// The server binary the over-stdio benchmarks drive: `given` (`--server PATH`), else the root
+/// package's release build, found from the current directory (the repository root or Benchmarks/)
+/// or from the executable's place in Benchmarks/.build/<triple>/release/.
+public func releaseServerPath(given: String?) -> String {
+    if let given { return given }
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    let fromExecutable = executable.deletingLastPathComponent()  // release
+        .deletingLastPathComponent()  // <triple>
+        .deletingLastPathComponent()  // .build
+        .deletingLastPathComponent()  // Benchmarks
+        .deletingLastPathComponent()  // the repository
+        .appendingPathComponent(".build/release/docsession").path
+    for candidate in [".build/release/docsession", "../.build/release/docsession", fromExecutable]
+    where access(candidate, X_OK) == 0 {
+        return candidate
+    }
+    fatalError("no docsession binary: build it with `swift build -c release` in the repository root, or pass --server PATH")
 }

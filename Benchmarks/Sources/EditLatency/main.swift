@@ -50,32 +50,8 @@ let givenServer = options.option("--server")
 let reniceSaves = options.option("--renice-saves").flatMap { Int32($0) }
 let saves = options.remaining.first.flatMap { Int($0) } ?? 9
 
-/// The server binary: the argument, else the root package's release build, found from the current
-/// directory (the repository root or Benchmarks/) or from this executable's place in
-/// Benchmarks/.build/<triple>/release/.
-func serverPath() -> String {
-    if let givenServer { return givenServer }
-    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    let fromExecutable = executable.deletingLastPathComponent()  // release
-        .deletingLastPathComponent()  // <triple>
-        .deletingLastPathComponent()  // .build
-        .deletingLastPathComponent()  // Benchmarks
-        .deletingLastPathComponent()  // the repository
-        .appendingPathComponent(".build/release/docsession").path
-    for candidate in [".build/release/docsession", "../.build/release/docsession", fromExecutable]
-    where access(candidate, X_OK) == 0 {
-        return candidate
-    }
-    fatalError("no docsession binary: build it with `swift build -c release` in the repository root, or pass --server PATH")
-}
 
 // MARK: - Clock and statistics
-
-@inline(__always) func nanoseconds() -> Int64 {
-    var t = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &t)
-    return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
-}
 
 /// The value below which `fraction` of `sorted` lies (nearest rank).
 func percentile(_ sorted: [Int64], _ fraction: Double) -> Int64 {
@@ -197,7 +173,7 @@ final class Session {
 
 // MARK: - Setup
 
-let server = serverPath()
+let server = releaseServerPath(given: givenServer)
 var directory: String? = nil
 let path: String
 let lineCount: Int

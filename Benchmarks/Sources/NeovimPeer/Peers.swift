@@ -1,12 +1,7 @@
+import BufferWorkloads
 import Foundation
 import JSON
 import JSONRPC
-
-@inline(__always) func nanoseconds() -> Int64 {
-    var t = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &t)
-    return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
-}
 
 /// A child process driven from this thread alone over two pipes: write(2) of each request, read(2)
 /// into one reused buffer (no reader thread, no allocation per read).

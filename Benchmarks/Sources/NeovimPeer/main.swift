@@ -79,21 +79,6 @@ let parent = options.option("--dir") ?? "/var/tmp"
 let verify = options.option("--verify-each").flatMap { Int($0) }
 if !options.remaining.isEmpty { fatalError("unknown arguments: \(options.remaining)") }
 
-func serverPath() -> String {
-    if let givenServer { return givenServer }
-    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    let fromExecutable = executable.deletingLastPathComponent()  // release
-        .deletingLastPathComponent()  // <triple>
-        .deletingLastPathComponent()  // .build
-        .deletingLastPathComponent()  // Benchmarks
-        .deletingLastPathComponent()  // the repository
-        .appendingPathComponent(".build/release/docsession").path
-    for candidate in [".build/release/docsession", "../.build/release/docsession", fromExecutable]
-    where access(candidate, X_OK) == 0 {
-        return candidate
-    }
-    fatalError("no docsession binary: build it with `swift build -c release` in the repository root, or pass --server PATH")
-}
 
 func nvimPath() -> String {
     if let givenNvim { return givenNvim }
@@ -127,7 +112,7 @@ func spread(_ values: [Double], _ format: String) -> String {
 
 // MARK: - Setup
 
-let server = serverPath()
+let server = releaseServerPath(given: givenServer)
 let nvim = nvimPath()
 var template = Array((parent + "/NeovimPeer.XXXXXX").utf8CString)
 guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {

@@ -1,12 +1,7 @@
+import BufferWorkloads
 import Foundation
 import JSON
 import JSONRPC
-
-@inline(__always) func nanoseconds() -> Int64 {
-    var t = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &t)
-    return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
-}
 
 /// A framed response as the timed loops see it: the id, and the version of an edit's result. The
 /// scan is byte-level (no JSON parse on the client's side of the round trip; the C floor parses

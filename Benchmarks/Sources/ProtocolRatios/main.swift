@@ -55,21 +55,6 @@ let only = options.option("--only")
 if let only, only != "sync", only != "pipelined" { fatalError("--only takes sync or pipelined") }
 guard options.remaining.isEmpty else { fatalError("unknown arguments: \(options.remaining)") }
 
-/// The server binary: the argument, else the root package's release build, found from the current
-/// directory (the repository root or Benchmarks/) or from this executable's place in
-/// Benchmarks/.build/<triple>/release/.
-func serverPath() -> String {
-    if let givenServer { return givenServer }
-    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    let fromExecutable = executable.deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent(".build/release/docsession").path
-    for candidate in [".build/release/docsession", "../.build/release/docsession", fromExecutable]
-    where access(candidate, X_OK) == 0 {
-        return candidate
-    }
-    fatalError("no docsession binary: build it with `swift build -c release` in the repository root, or pass --server PATH")
-}
 
 func loadAverage() -> String {
     (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)).map { $0.split(separator: " ").prefix(3).joined(separator: " ") } ?? "?"
@@ -91,7 +76,7 @@ let directory = String(cString: made)
 let stateDirectory = directory + "/state"
 mkdir(stateDirectory, 0o700)
 
-let server = serverPath()
+let server = releaseServerPath(given: givenServer)
 let session: ServerSession
 do { session = try ServerSession(server: server, stateDirectory: stateDirectory) } catch { fatalError("cannot start \(server): \(error)") }
 let initialized = session.call("initialize", [
