@@ -31,11 +31,15 @@ let package = Package(
             pkgConfig: "json-c",
             providers: [.apt(["libjson-c-dev"])]
         ),
+        // One thread that runs jobs and, between them, polls descriptors: the executor the whole
+        // request path runs on (the connection's dispatcher and the document store's actor).
+        .target(name: "Execution", dependencies: ["CFileSystem"]),
         // JSONValue parsed and serialised through json-c, hardened; the only module touching json-c.
         .target(name: "JSON", dependencies: ["CJSONC"]),
         // Framing, the JSON-RPC 2.0 message model, batches, the serial writer, cancellation.
         .target(name: "JSONRPC", dependencies: [
             "JSON",
+            "Execution",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Every file syscall: reading with encoding detection, later the safe save and the watcher.
@@ -52,7 +56,7 @@ let package = Package(
         // per function; optimised in debug builds too, like FileStore.
         .target(name: "CTextScan", cSettings: [.unsafeFlags(["-O2"])]),
         // A document's life (UIDocument's role): open documents, versions, edits, undo, states.
-        .target(name: "DocumentSession", dependencies: ["TextBuffer", "FileStore"]),
+        .target(name: "DocumentSession", dependencies: ["TextBuffer", "FileStore", "Execution"]),
         // The protocol's method table and lifecycle; the only place that knows wire and core types.
         .target(name: "Server", dependencies: [
             "JSONRPC",

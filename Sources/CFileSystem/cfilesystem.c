@@ -33,6 +33,14 @@ int cfs_set_thread_nice(int nice) {
     return setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice);
 }
 
+#include <pthread.h>
+
+void cfs_set_thread_name(const char *name) {
+    char copy[16];
+    snprintf(copy, sizeof copy, "%s", name);
+    pthread_setname_np(pthread_self(), copy);
+}
+
 #include <sys/eventfd.h>
 
 int cfs_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }

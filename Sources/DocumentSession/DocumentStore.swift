@@ -1,3 +1,4 @@
+import Execution
 import FileStore
 import Synchronization
 import TextBuffer
@@ -26,6 +27,11 @@ public actor DocumentStore {
     /// Where conflict versions and saved versions are kept, if anywhere; and if not, why.
     let versions: VersionStore?
     let versionsUnavailableReason: String?
+    /// The thread the store runs on: the server's loop, which also reads, dispatches and writes,
+    /// so that a request never switches threads. Blocking work never runs on it.
+    nonisolated let executor: LoopExecutor
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     /// A store whose documents report their state changes to `events`.
     ///
@@ -33,10 +39,12 @@ public actor DocumentStore {
     ///   - watchFiles: whether to watch the documents' files for changes by other programs.
     ///   - versions: where to keep conflict versions and saved versions (none: not kept, for
     ///     `versionsUnavailableReason`).
+    ///   - executor: the thread the store runs on (the process's loop unless given another).
     public init(
         events: @escaping @Sendable (DocumentEvent) -> Void = { _ in }, watchFiles: Bool = true,
-        versions: VersionStore? = nil, versionsUnavailableReason: String? = nil
+        versions: VersionStore? = nil, versionsUnavailableReason: String? = nil, executor: LoopExecutor = .shared
     ) {
+        self.executor = executor
         self.events = events
         self.watchFiles = watchFiles
         self.versions = versions

@@ -1,4 +1,4 @@
-import Dispatch
+import Execution
 import JSON
 import Logging
 
@@ -31,8 +31,9 @@ public protocol MessageHandler: AnyObject {
     func inputEnded(midMessage: Bool) async -> Int32
 }
 
-/// A JSON-RPC connection over a pair of file descriptors: a reader thread decodes input ahead of
-/// the ordered queue; one dispatcher answers the work in arrival order; one writer writes.
+/// A JSON-RPC connection over a pair of file descriptors, served on one thread (a ``LoopExecutor``):
+/// input is decoded ahead of the ordered queue whenever the thread is idle; one dispatcher answers
+/// the work in arrival order; one writer writes.
 public final class Connection: Sendable {
     /// The writer every outgoing message goes through.
     public let writer: MessageWriter
@@ -43,6 +44,8 @@ public final class Connection: Sendable {
     private let logger: Logger
     /// Where the input is recorded (`--record`), or `nil`.
     private let recorder: Recorder?
+    /// The thread everything runs on: reading, decoding, dispatching, writing.
+    private let executor: LoopExecutor
 
     /// How many decoded items may wait in the queue before the reader stops reading; the pipe then
     /// fills and the client blocks, rather than the server's memory growing without bound.
@@ -54,7 +57,11 @@ public final class Connection: Sendable {
 
     /// A connection reading `input`; with a `recorder`, every message read is recorded before it
     /// is dispatched (the writer's own recorder records what is written).
-    public init(input: Int32, writer: MessageWriter, maxMessageSize: Int, logger: Logger, recorder: Recorder?) {
+    public init(
+        input: Int32, writer: MessageWriter, maxMessageSize: Int, logger: Logger, recorder: Recorder?,
+        executor: LoopExecutor = .shared
+    ) {
+        self.executor = executor
         self.input = input
         self.writer = writer
         self.maxMessageSize = maxMessageSize
@@ -63,24 +70,27 @@ public final class Connection: Sendable {
     }
 
     /// Serves until `exit` or the end of input; answers the process's exit status.
+    ///
+    /// Everything runs on `executor`'s one thread: it reads the input whenever it has nothing else
+    /// to do, decodes it (applying cancellations at once), and the dispatcher task, which prefers
+    /// that executor, answers each message in arrival order. A request thus costs no thread switch.
     public func run(handler: some MessageHandler) async -> Int32 {
-        let (stream, continuation) = AsyncStream<Inbound>.makeStream()
-        // Created at zero and raised, because libdispatch traps when a semaphore is released with
-        // a count below its initial value, which happens when exit arrives with items still queued.
-        let slots = DispatchSemaphore(value: 0)
-        for _ in 0..<Self.queueLimit { slots.signal() }
-        let endedMidMessage = ReaderOutcome()
-        startReader(continuation: continuation, slots: slots, outcome: endedMidMessage)
-
-        let inFlight = InFlightWork()
-        for await item in stream {
-            slots.signal()
-            if let task = await dispatch(item, to: handler) { inFlight.track(task) }
-            if let status = handler.exitStatus { return status }
+        let executor = executor
+        let queue = InboundQueue(
+            input: input, maxMessageSize: maxMessageSize, pending: pending, logger: logger,
+            tap: recorder?.inputTap(maxMessageSize: maxMessageSize), executor: executor)
+        return await withTaskExecutorPreference(executor) {
+            queue.start()
+            defer { queue.stop() }
+            let inFlight = InFlightWork()
+            while let item = await queue.next() {
+                if let task = await dispatch(item, to: handler) { inFlight.track(task) }
+                if let status = handler.exitStatus { return status }
+            }
+            // The client closed its end: answer what is still running before deciding how to exit.
+            await inFlight.waitForAll()
+            return await handler.inputEnded(midMessage: queue.endedMidMessage)
         }
-        // The client closed its end: answer what is still running before deciding how to exit.
-        await inFlight.waitForAll()
-        return await handler.inputEnded(midMessage: endedMidMessage.midMessage)
     }
 
     /// Answers one unit of work and writes what it produces. Work a handler deferred is answered by
@@ -186,35 +196,6 @@ public final class Connection: Sendable {
             return .ready(.failure(id, error))
         }
     }
-
-    private func startReader(
-        continuation: AsyncStream<Inbound>.Continuation, slots: DispatchSemaphore, outcome: ReaderOutcome
-    ) {
-        let input = input
-        let maxMessageSize = maxMessageSize
-        let pending = pending
-        let logger = logger
-        let recorder = recorder
-        startThread {
-            let decoder = InboundDecoder(maxMessageSize: maxMessageSize, pending: pending)
-            // The tap frames the same bytes on its own, so the decoding path is the same either way.
-            var tap = recorder?.inputTap(maxMessageSize: maxMessageSize)
-            var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            while let count = FileDescriptorIO.read(input, into: &buffer), count > 0 {
-                let chunk = buffer[..<count]
-                tap?.observe(chunk)
-                for item in decoder.decode(chunk) {
-                    slots.wait()
-                    continuation.yield(item)
-                }
-            }
-            if !decoder.isAtMessageBoundary {
-                logger.warning("input ended in the middle of a message; the partial message was dropped")
-                outcome.markMidMessage()
-            }
-            continuation.finish()
-        }
-    }
 }
 
 /// The deferred replies still being worked on, so that the end of input can wait for them.
@@ -238,14 +219,6 @@ private final class InFlightWork: Sendable {
             await task.value
         }
     }
-}
-
-/// Whether the input ended in the middle of a message; written by the reader before it finishes
-/// the stream, read by the dispatcher after the stream has ended.
-private final class ReaderOutcome: Sendable {
-    private let flag = Atomic<Bool>(false)
-    var midMessage: Bool { flag.load(ordering: .acquiring) }
-    func markMidMessage() { flag.store(true, ordering: .releasing) }
 }
 
 import Synchronization

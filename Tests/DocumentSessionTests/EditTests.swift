@@ -4,10 +4,14 @@ import Testing
 import TextBuffer
 
 /// A store with one document opened from a temporary file holding `text`.
+///
+/// The store does not watch the file: many callers drop the directory (`_`), which removes it at
+/// once, and these tests are about editing, not about a file deleted under the document (the
+/// presenter's tests cover that).
 func storeWithDocument(_ text: String, name: String = "doc.txt") async throws -> (DocumentStore, String, TemporaryDirectory) {
     let directory = try TemporaryDirectory()
     let path = try directory.write(name, text)
-    let store = DocumentStore()
+    let store = DocumentStore(watchFiles: false)
     let document = try await store.open(path: path, encoding: nil)
     return (store, document.handle, directory)
 }

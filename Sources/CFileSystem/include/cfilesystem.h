@@ -23,6 +23,9 @@ int cfs_start_writeback(int fd, long long offset, long long length);
 /// Sets the calling thread's nice value (Linux schedules threads separately).
 int cfs_set_thread_nice(int nice);
 
+/// Names the calling thread (its first 15 bytes), as `top -H` and `perf` show it.
+void cfs_set_thread_name(const char *name);
+
 /// eventfd(2) with EFD_CLOEXEC | EFD_NONBLOCK and a zero count (Glibc's module does not declare
 /// <sys/eventfd.h>): the file watcher's wake-up descriptor. Returns -1 and sets errno on failure.
 int cfs_eventfd_nonblocking(void);

@@ -1,0 +1,209 @@
+import CFileSystem
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One thread that runs jobs in the order they are enqueued and, whenever it has none, waits in
+/// `poll(2)` on the descriptors registered with it: the server's whole request path (reading the
+/// input, decoding, the method table, the document store, writing the answer) runs here, so a
+/// request costs no thread switch. It is both a `SerialExecutor` (the document store is an actor
+/// isolated to it) and a `TaskExecutor` (the connection's dispatcher task prefers it, so the
+/// nonisolated code of the method table runs here too).
+///
+/// Work that blocks (reading and saving files, hashing, diffs) must not run here: it runs on
+/// threads of its own and comes back by resuming a continuation, which enqueues a job from that
+/// thread and wakes the loop through an eventfd. Jobs enqueued from the loop's own thread never
+/// write to the eventfd.
+public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendable {
+    /// The process's loop, started on first use: the server's connection and document store both
+    /// run on it unless given another.
+    public static let shared = LoopExecutor(name: "docsession-loop")
+
+    /// Something the loop polls for while idle: called on the loop's thread when `descriptor` is
+    /// readable (or hung up); answers whether to keep polling it.
+    public typealias ReadableHandler = () -> Bool
+
+    private struct State {
+        var jobs: [UnownedJob] = []
+        /// The loop is in (or about to enter) `poll` and must be woken through the eventfd.
+        var sleeping = false
+        /// Descriptors to poll while idle, added and removed from any thread.
+        var sources: [Int32: Source] = [:]
+    }
+
+    private final class Source: @unchecked Sendable {
+        let handler: ReadableHandler
+        /// Polled only while this answers true (checked on the loop's thread before each poll).
+        let isActive: () -> Bool
+        init(handler: @escaping ReadableHandler, isActive: @escaping () -> Bool) {
+            self.handler = handler
+            self.isActive = isActive
+        }
+    }
+
+    private let state = Mutex<State>(State())
+    private let wakeDescriptor: Int32
+    private let thread = Atomic<UInt>(0)
+
+    /// A loop on a new thread named `name` (its first 15 bytes, as Linux keeps them).
+    public init(name: String) {
+        wakeDescriptor = cfs_eventfd_nonblocking()
+        precondition(wakeDescriptor >= 0, "eventfd failed: errno \(errno)")
+        startLoopThread { [self] in
+            thread.store(UInt(pthread_self()), ordering: .releasing)
+            cfs_set_thread_name(name)
+            run()
+        }
+    }
+
+    /// Whether the caller is running on the loop's thread.
+    public var isCurrent: Bool { thread.load(ordering: .acquiring) == UInt(pthread_self()) }
+
+    // MARK: - Executors
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        let onLoop = isCurrent
+        let wake = state.withLock { state -> Bool in
+            state.jobs.append(unowned)
+            guard state.sleeping, !onLoop else { return false }
+            state.sleeping = false
+            return true
+        }
+        if wake { signalWake() }
+    }
+
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    public func checkIsolated() {
+        precondition(isCurrent, "expected to run on the loop's thread")
+    }
+
+    // MARK: - Descriptors
+
+    /// Polls `descriptor` whenever the loop is idle and `isActive` answers true, calling `handler`
+    /// on the loop's thread when it is readable, until the handler answers false or
+    /// ``removeReadable(_:)`` is called.
+    public func addReadable(
+        _ descriptor: Int32, isActive: @escaping () -> Bool = { true }, handler: @escaping ReadableHandler
+    ) {
+        let onLoop = isCurrent
+        let wake = state.withLock { state -> Bool in
+            state.sources[descriptor] = Source(handler: handler, isActive: isActive)
+            guard state.sleeping, !onLoop else { return false }
+            state.sleeping = false
+            return true
+        }
+        if wake { signalWake() }
+    }
+
+    /// Stops polling `descriptor`.
+    public func removeReadable(_ descriptor: Int32) {
+        state.withLock { state in state.sources[descriptor] = nil }
+    }
+
+    /// Wakes the loop so that it looks at its sources' `isActive` again (after one of them
+    /// becomes active from another thread; from the loop's own thread this costs nothing).
+    public func wake() {
+        guard !isCurrent else { return }
+        let wake = state.withLock { state -> Bool in
+            guard state.sleeping else { return false }
+            state.sleeping = false
+            return true
+        }
+        if wake { signalWake() }
+    }
+
+    // MARK: - The loop
+
+    private func signalWake() {
+        var one: UInt64 = 1
+        while Glibc.write(wakeDescriptor, &one, 8) < 0, errno == EINTR {}
+    }
+
+    private func run() {
+        let serial = asUnownedSerialExecutor()
+        let task = asUnownedTaskExecutor()
+        var batch: [UnownedJob] = []
+        batch.reserveCapacity(64)
+        var polled: [pollfd] = []
+        var polledSources: [Source] = []
+        while true {
+            let sources: [Int32: Source]? = state.withLock { state in
+                if state.jobs.isEmpty {
+                    state.sleeping = true
+                    return state.sources
+                }
+                swap(&state.jobs, &batch)
+                return nil
+            }
+            if let sources {
+                // Idle: wait for a descriptor or a wake-up.
+                polled.removeAll(keepingCapacity: true)
+                polledSources.removeAll(keepingCapacity: true)
+                polled.append(pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0))
+                for (descriptor, source) in sources where source.isActive() {
+                    polled.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0))
+                    polledSources.append(source)
+                }
+                // A job enqueued from this thread by `isActive` would not wake the poll.
+                let pending = state.withLock { state -> Bool in
+                    if state.jobs.isEmpty { return false }
+                    state.sleeping = false
+                    return true
+                }
+                if pending { continue }
+                let count = polled.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), -1) }
+                state.withLock { $0.sleeping = false }
+                guard count > 0 else { continue }
+                if polled[0].revents != 0 {
+                    var value: UInt64 = 0
+                    _ = Glibc.read(wakeDescriptor, &value, 8)
+                }
+                for index in 1..<polled.count where polled[index].revents != 0 {
+                    let descriptor = polled[index].fd
+                    // Still registered with the same handler (an earlier handler may have removed it).
+                    let current = state.withLock { $0.sources[descriptor] }
+                    guard let source = current, source === polledSources[index - 1] else { continue }
+                    if !source.handler() {
+                        state.withLock { state in
+                            if state.sources[descriptor] === source { state.sources[descriptor] = nil }
+                        }
+                    }
+                }
+                continue
+            }
+            for job in batch {
+                job.runSynchronously(isolatedTo: serial, taskExecutor: task)
+            }
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+}
+
+/// Runs `body` on a new detached thread.
+private func startLoopThread(_ body: @escaping @Sendable () -> Void) {
+    final class Box {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    var thread = pthread_t()
+    let result = pthread_create(
+        &thread, nil,
+        { raw in
+            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+            box.body()
+            return nil
+        }, box)
+    precondition(result == 0, "pthread_create failed with \(result)")
+    pthread_detach(thread)
+}

@@ -1,0 +1,132 @@
+import Execution
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The decoded input waiting for the dispatcher, filled by the loop's thread whenever it is idle.
+///
+/// Everything here runs on the one thread of the connection's ``LoopExecutor`` (the dispatcher
+/// task prefers that executor, and the loop calls ``readAvailable()`` between jobs), so it needs
+/// no lock. Reading ahead of the dispatcher is what lets a `$/cancelRequest` overtake the request
+/// it cancels: the decoder applies cancellations the moment it sees them. The loop reads whenever
+/// it has no job; while the dispatcher goes from one queued message to the next without the
+/// thread becoming idle, it looks at the input itself once more than ``lookaheadInterval`` has
+/// passed since the last read.
+final class InboundQueue: @unchecked Sendable {
+    /// How long the dispatcher may work through queued messages before it looks for newer input
+    /// (a cancellation) without waiting.
+    static let lookaheadInterval: Duration = .microseconds(200)
+
+    private let input: Int32
+    private let decoder: InboundDecoder
+    private let logger: Logger
+    private var tap: Recorder.InputTap?
+    private let executor: LoopExecutor
+    private var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    /// Decoded items from `head` on; the consumed prefix is dropped in bulk.
+    private var items: [Inbound] = []
+    private var head = 0
+    private var waiter: CheckedContinuation<Inbound?, Never>?
+    private var ended = false
+    private var stopped = false
+    private var lastRead = ContinuousClock.now
+    /// Whether the input ended in the middle of a message.
+    private(set) var endedMidMessage = false
+
+    init(
+        input: Int32, maxMessageSize: Int, pending: PendingRequests, logger: Logger, tap: Recorder.InputTap?,
+        executor: LoopExecutor
+    ) {
+        self.input = input
+        self.decoder = InboundDecoder(maxMessageSize: maxMessageSize, pending: pending)
+        self.logger = logger
+        self.tap = tap
+        self.executor = executor
+    }
+
+    private var queued: Int { items.count - head }
+
+    /// Whether the loop should read more: not past the end, not stopped, and fewer than
+    /// ``Connection/queueLimit`` items waiting (beyond that the pipe fills and the client blocks,
+    /// rather than the server's memory growing without bound).
+    private var wantsInput: Bool { !ended && !stopped && queued < Connection.queueLimit }
+
+    /// Starts reading the input on the loop.
+    func start() {
+        executor.addReadable(input, isActive: { [unowned self] in wantsInput }) { [unowned self] in readAvailable() }
+    }
+
+    /// Stops reading (after `exit`, or at the end of input).
+    func stop() {
+        stopped = true
+        executor.removeReadable(input)
+    }
+
+    /// Reads what the input has (it is readable) and decodes it; answers whether to keep reading.
+    func readAvailable() -> Bool {
+        guard wantsInput else { return !ended && !stopped }
+        lastRead = .now
+        guard let count = FileDescriptorIO.read(input, into: &buffer), count > 0 else {
+            finishInput()
+            return false
+        }
+        let chunk = buffer[..<count]
+        tap?.observe(chunk)
+        let decoded = decoder.decode(chunk)
+        guard !decoded.isEmpty else { return true }
+        if let waiter {
+            self.waiter = nil
+            items.append(contentsOf: decoded.dropFirst())
+            waiter.resume(returning: decoded[0])
+        } else {
+            items.append(contentsOf: decoded)
+        }
+        return true
+    }
+
+    private func finishInput() {
+        ended = true
+        if !decoder.isAtMessageBoundary {
+            logger.warning("input ended in the middle of a message; the partial message was dropped")
+            endedMidMessage = true
+        }
+        if let waiter {
+            self.waiter = nil
+            waiter.resume(returning: nil)
+        }
+    }
+
+    /// The next item in arrival order; nil once the input has ended and everything was taken.
+    func next() async -> Inbound? {
+        if queued > 0 {
+            if !ended, !stopped, lastRead.duration(to: .now) > Self.lookaheadInterval, inputIsReadable() {
+                _ = readAvailable()
+            }
+            return pop()
+        }
+        if ended { return nil }
+        return await withCheckedContinuation { continuation in
+            waiter = continuation
+        }
+    }
+
+    private func pop() -> Inbound {
+        let item = items[head]
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 1024, head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return item
+    }
+
+    private func inputIsReadable() -> Bool {
+        var poller = pollfd(fd: input, events: Int16(POLLIN), revents: 0)
+        return poll(&poller, 1, 0) > 0
+    }
+}
