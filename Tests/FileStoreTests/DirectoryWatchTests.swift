@@ -313,6 +313,31 @@ struct DirectoryWatchTests {
                 == ["e/1.txt", "e/inner/2.txt", "e/inner/new.txt", "incoming/6.txt", "incoming/nested/7.txt"])
     }
 
+    @Test("a directory moved where the pattern cannot reach: its files deleted, its watches removed")
+    func directoryMovedOutOfScope() async throws {
+        let root = makeDirectory()
+        defer { removeTree(root) }
+        makeDirectories(root + "/src/d/inner")
+        writeFile(root + "/src/d/1.txt")
+        writeFile(root + "/src/d/inner/2.txt")
+        let log = ChangeLog()
+        let watch = try DirectoryWatch(root: root, pattern: GlobPattern("{src/**/*.txt,sentinel*}"),
+                                       recursive: true, handler: log.append)
+        defer { watch.stop() }
+        #expect(watch.watchedDirectoryCount == 4)  // the root, src, src/d, src/d/inner
+        // From a watched directory to another (the root), where the pattern cannot reach.
+        #expect(rename(root + "/src/d", root + "/d") == 0)
+        #expect(await log.waitFor(deleted(root, "src/d/1.txt")))
+        #expect(await log.waitFor(deleted(root, "src/d/inner/2.txt")))
+        #expect(watch.watchedDirectoryCount == 2)
+        #expect(rename(root + "/d", root + "/src/back") == 0)
+        #expect(await log.waitFor(.created(entry(root, "src/back/1.txt"))))
+        #expect(await log.waitFor(.created(entry(root, "src/back/inner/2.txt"))))
+        #expect(watch.watchedDirectoryCount == 4)
+        await settle(log, root: root)
+        #expect(log.withoutSentinels.count == 4, "\(log.all)")
+    }
+
     @Test("a non-recursive watch sees the root's own files only")
     func nonRecursive() async throws {
         let root = makeDirectory()
