@@ -29,6 +29,12 @@ extension ErrorCode {
     public static let unknownVersion = ErrorCode(rawValue: -32020)
     /// -32021: earlier versions are not kept (no usable state directory).
     public static let versionsUnavailable = ErrorCode(rawValue: -32021)
+    /// -32022: a path of the request lands outside the allowed roots (`--root`, `roots`).
+    public static let outsideRoots = ErrorCode(rawValue: -32022)
+    /// -32023: the operation would drop unsaved edits (`document/delete` without `discard`).
+    public static let unsavedChanges = ErrorCode(rawValue: -32023)
+    /// -32024: no live query has this id.
+    public static let unknownQuery = ErrorCode(rawValue: -32024)
 }
 
 extension FileSystemError {

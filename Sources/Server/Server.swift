@@ -33,10 +33,14 @@ public final class Server: MessageHandler {
         public var stateDirectory: String?
         /// Whether the documents' files are watched for changes by other programs.
         public var watchFiles: Bool
-        public init(maxMessageSize: Int = 64 << 20, stateDirectory: String? = nil, watchFiles: Bool = true) {
+        /// The directories every path of every request must stay beneath (`--root`); nil: the
+        /// user's own permissions apply.
+        public var roots: SandboxRoots?
+        public init(maxMessageSize: Int = 64 << 20, stateDirectory: String? = nil, watchFiles: Bool = true, roots: SandboxRoots? = nil) {
             self.maxMessageSize = maxMessageSize
             self.stateDirectory = stateDirectory
             self.watchFiles = watchFiles
+            self.roots = roots
         }
     }
 
@@ -52,8 +56,13 @@ public final class Server: MessageHandler {
     let configuration: Configuration
     /// The open documents; their state changes go out as `document/stateChanged`.
     let store: DocumentStore
+    /// The sandbox roots in force (`--root`, narrowed by `initialize`); nil: no roots.
+    var roots: SandboxRoots?
+    /// The live workspace queries (`workspace/query` with `watch`), by id.
+    var queries = WorkspaceQueries()
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
+        self.roots = configuration.roots
         self.writer = writer
         self.logger = logger
         self.configuration = configuration
@@ -110,6 +119,13 @@ public final class Server: MessageHandler {
         "document/versions": { server, request, _ throws(ResponseError) in .now(.success(try await server.listVersions(request.params))) },
         "document/readVersion": { server, request, context throws(ResponseError) in try await server.readVersion(request.params, context) },
         "document/restoreVersion": { server, request, context throws(ResponseError) in try await server.restoreVersion(request.params, context) },
+        "document/delete": { server, request, context throws(ResponseError) in try await server.deleteDocument(request.params, context) },
+        "document/move": { server, request, context throws(ResponseError) in try await server.moveDocument(request.params, context) },
+        "document/rename": { server, request, context throws(ResponseError) in try await server.renameDocument(request.params, context) },
+        "workspace/import": { server, request, context throws(ResponseError) in try await server.importFile(request.params, context) },
+        "workspace/export": { server, request, context throws(ResponseError) in try await server.exportFile(request.params, context) },
+        "workspace/query": { server, request, context throws(ResponseError) in try await server.query(request.params, context) },
+        "workspace/stopQuery": { server, request, context throws(ResponseError) in try await server.stopQuery(request.params, context) },
     ]
 
     /// The notifications the server acts on, by method name.
@@ -128,6 +144,7 @@ public final class Server: MessageHandler {
     /// Every notification the server may send.
     public static let serverNotifications: Set<String> = [
         "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
+        "workspace/didChangeFiles",
     ]
 
     // MARK: - MessageHandler

@@ -84,8 +84,13 @@ CLIENT_TO_SERVER = {
     "document/open", "document/create", "document/read", "document/edit", "document/undo",
     "document/redo", "document/state", "document/close", "document/save", "document/revert",
     "document/resolveConflict", "document/versions", "document/readVersion", "document/restoreVersion",
+    "document/delete", "document/move", "document/rename", "workspace/import", "workspace/export",
+    "workspace/query", "workspace/stopQuery",
 }
-SERVER_TO_CLIENT = {"$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove"}
+SERVER_TO_CLIENT = {
+    "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
+    "workspace/didChangeFiles",
+}
 
 # The named params types in components.schemas, which must say the same as the content descriptors.
 PARAMS_TYPES = {

@@ -1,0 +1,67 @@
+import FileStore
+import JSON
+import JSONRPC
+
+/// A path a request names, checked against the sandbox roots.
+///
+/// With roots set, ``path`` is the canonical path of what was resolved (symlinks followed, each
+/// step beneath a root) and ``operationPath`` names exactly that object through a descriptor
+/// (`/proc/self/fd/N`, or `/proc/self/fd/D/name` for a file yet to be made in the pinned directory
+/// `D`): an operation on ``operationPath`` acts on what was checked, whatever is renamed or swapped
+/// in meanwhile. Without roots both are the path as given.
+struct RequestPath: Sendable {
+    /// The path the session records and reports.
+    let path: String
+    /// The path to act on.
+    let operationPath: String
+    /// Keeps the descriptors behind ``operationPath`` open while this value lives.
+    let resolved: ResolvedPath?
+
+    /// The path of a file yet to be created, opened with `O_NOFOLLOW` when roots are set (a symlink
+    /// planted at the name after the check is not followed).
+    var mustNotFollow: Bool { resolved != nil }
+}
+
+extension Server {
+    /// Reads the file URI at `key` of `params` and checks it against the roots; `mustExist: false`
+    /// for a file the request may create (its directory must exist beneath a root).
+    func requestPath(_ params: Params, _ key: String, mustExist: Bool) throws(ResponseError) -> RequestPath {
+        let path = try params.filePath(key)
+        return try checkPath(path, field: params.fieldPath(key), mustExist: mustExist)
+    }
+
+    /// The same for an optional member; nil when absent.
+    func optionalRequestPath(_ params: Params, _ key: String, mustExist: Bool) throws(ResponseError) -> RequestPath? {
+        guard try params.optionalString(key) != nil else { return nil }
+        return try requestPath(params, key, mustExist: mustExist)
+    }
+
+    /// Checks `path` (absolute) against the roots, if any; `field` names the params member for errors.
+    func checkPath(_ path: String, field: String, mustExist: Bool) throws(ResponseError) -> RequestPath {
+        guard let roots else { return RequestPath(path: path, operationPath: path, resolved: nil) }
+        do throws(SandboxError) {
+            let resolved = try roots.resolve(path, mustExist: mustExist)
+            return RequestPath(path: resolved.realPath, operationPath: resolved.procPath, resolved: resolved)
+        } catch {
+            throw Self.responseError(error, field: field, roots: roots)
+        }
+    }
+
+    /// The wire error for a refused path: -32022 outside the roots (`data`: `field`, `uri`,
+    /// `reason`, `roots`), -32602 for a path that is not one, -32010 for a failed system call.
+    static func responseError(_ error: SandboxError, field: String, roots: SandboxRoots) -> ResponseError {
+        switch error.kind {
+        case .outsideRoots:
+            return ResponseError(
+                .outsideRoots, "\(field): \(error.message)",
+                data: [
+                    "field": .string(field), "uri": .string(FileURI.uri(from: error.path)), "reason": .string(error.reason),
+                    "roots": .array(roots.paths.map { .string(FileURI.uri(from: $0)) }),
+                ])
+        case .invalidPath:
+            return .invalidParams(field: field, error.reason)
+        case .fileSystem(let detail):
+            return ResponseError(.fileSystemError, detail.message, data: detail.json)
+        }
+    }
+}
