@@ -71,6 +71,7 @@ let package = Package(
         .executableTarget(name: "docsession", dependencies: [
             "Server",
             "Client",
+            "FileStore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Client
+import FileStore
 import JSONRPC
 import Logging
 import Server
@@ -44,6 +45,11 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Where to keep earlier versions of documents (default: $XDG_STATE_HOME/docsession, else ~/.local/state/docsession).")
     var stateDir: String?
 
+    @Option(name: .customLong("root"), help: ArgumentHelp(
+        "A directory every path of every request must stay beneath (repeatable; symlinks and '..' cannot lead out). Without it, the user's own permissions apply.",
+        valueName: "dir"))
+    var roots: [String] = []
+
     @Flag(name: .long, help: "Do not watch the documents' files for changes by other programs.")
     var noWatch = false
 
@@ -73,12 +79,21 @@ struct Serve: AsyncParsableCommand {
         let logger = try LogSetup.bootstrap(level: logLevel.level, file: logFile)
         // Not a usage error: the file cannot be opened (printed as "Error: ...", exit status 1).
         let recorder = try record.map { path in try Recorder(path: path) }
+        // A root that cannot be used is a usage error, before serving.
+        var sandbox: SandboxRoots? = nil
+        if !roots.isEmpty {
+            do throws(FileSystemError) {
+                sandbox = try SandboxRoots(roots.map(CurrentDirectory.absolute))
+            } catch {
+                throw ValidationError("--root: \(error.message)")
+            }
+        }
         let writer = MessageWriter(fileDescriptor: protocolOutput, recorder: recorder)
         let server = Server(
             writer: writer, logger: logger,
             configuration: Server.Configuration(
                 maxMessageSize: maxMessageSize.bytes, stateDirectory: stateDir ?? StateDirectory.default,
-                watchFiles: !noWatch))
+                watchFiles: !noWatch, roots: sandbox))
         let connection = Connection(
             input: STDIN_FILENO, writer: writer, maxMessageSize: maxMessageSize.bytes, logger: logger, recorder: recorder)
         let status = await connection.run(handler: server)

@@ -104,3 +104,14 @@ enum CurrentExecutable {
         return CommandLine.arguments[0]
     }
 }
+
+/// Paths given on the command line, relative to the current directory.
+enum CurrentDirectory {
+    /// `path` made absolute against the current directory (unchanged when already absolute).
+    static func absolute(_ path: String) -> String {
+        guard !path.hasPrefix("/") else { return path }
+        guard let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        return String(cString: cwd) + "/" + path
+    }
+}
