@@ -34,4 +34,7 @@ public enum DocumentError: Error, Sendable, Equatable {
     case unknownVersion(String)
     /// Earlier versions are not kept (no state directory could be made).
     case versionsUnavailable(reason: String)
+    /// The file read is not the one the path named when it was checked against the sandbox roots:
+    /// something was renamed or swapped in between, so nothing was opened.
+    case pathChanged(path: String)
 }

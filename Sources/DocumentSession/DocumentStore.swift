@@ -72,11 +72,29 @@ public actor DocumentStore {
     ///
     /// The file is read off the actor; `progress` receives bytes read and the size, and the load
     /// stops with `.load(.cancelled)` once `isCancelled` answers true.
+    ///
+    /// With `pinned` (the device and inode a sandbox check resolved the path to), a file read that
+    /// turns out to be another one (a component renamed or swapped in since the check) is refused
+    /// with `.pathChanged` and not opened.
     public func open(
-        path: String, encoding: TextEncoding?,
+        path: String, encoding: TextEncoding?, pinned: FileIdentity? = nil,
         progress: @escaping @Sendable (Int, Int) -> Void = { _, _ in },
         isCancelled: @escaping @Sendable () -> Bool = { false }
     ) async throws(DocumentError) -> Document {
+        if let pinned {
+            // The check and the read must name one file; a document already open by this path was
+            // opened by an earlier request and is the file the path names now only if it matches.
+            if let handle = handleByPath[path], let document = documents[handle],
+                document.identity.device != pinned.device || document.identity.inode != pinned.inode
+            {
+                throw .pathChanged(path: path)
+            }
+            let document = try await open(path: path, encoding: encoding, progress: progress, isCancelled: isCancelled)
+            guard document.identity.device == pinned.device, document.identity.inode == pinned.inode else {
+                throw .pathChanged(path: path)
+            }
+            return document
+        }
         if let handle = handleByPath[path], let document = documents[handle] { return document }
         let task: Task<Result<String, DocumentError>, Never>
         if let running = loads[path] {
@@ -177,16 +195,49 @@ public actor DocumentStore {
 
     /// Creates a new file at `path` holding `text` (UTF-8, no byte order mark) and opens it. A file
     /// already at the path is never overwritten: `.alreadyExists`.
-    public func create(path: String, text: String) throws(DocumentError) -> Document {
+    ///
+    /// `createAt` is where the file is made when that differs from the path the document records:
+    /// with sandbox roots, `/proc/self/fd/D/name`, the name in the directory the check pinned.
+    public func create(path: String, text: String, createAt: String? = nil) throws(DocumentError) -> Document {
         let bytes = Array(text.utf8)
         var identity: FileIdentity
         do throws(FileSystemError) {
-            identity = try FileCreation.createNew(path: path, bytes: bytes)
+            identity = try FileCreation.createNew(path: createAt ?? path, bytes: bytes)
             identity.contentHash = ContentHasher.hash(bytes)
         } catch {
             if error.code == "EEXIST" { throw .alreadyExists(path: path) }
-            throw .fileSystem(error)
+            throw .fileSystem(createAt == nil ? error : FileSystemError(errno: error.errno, syscall: error.syscall, path: path))
         }
+        return installCreated(path: path, text: text, bytes: bytes, identity: identity)
+    }
+
+    /// Creates a new file in `directory` named by `rule` ("Note 1.txt", "Note 2.txt", ...; a
+    /// UUID; a timestamp), or, with `nameFromFirstLine`, after the first line of `text` (made unique
+    /// as "Title 2.txt"; the rule when the text has no line to name it by), never replacing a file
+    /// that appears meanwhile, and opens it. `createIn` is the directory to act on when it differs
+    /// from `directory` (with sandbox roots, its pinned `/proc/self/fd/D`).
+    public func create(
+        inDirectory directory: String, rule: NamingRule, nameFromFirstLine: Bool, text: String, createIn: String? = nil
+    ) throws(DocumentError) -> Document {
+        let bytes = Array(text.utf8)
+        let actOn = createIn ?? directory
+        var created: (path: String, identity: FileIdentity)
+        do throws(FileSystemError) {
+            if nameFromFirstLine, let name = DocumentNaming.fileName(firstLineOf: text, fileExtension: rule.fileExtension) {
+                created = try DocumentNaming.createExclusiveUnique(in: actOn, preferredName: name, bytes: bytes)
+            } else {
+                created = try DocumentNaming.createNew(in: actOn, rule: rule, bytes: bytes)
+            }
+            created.identity.contentHash = ContentHasher.hash(bytes)
+        } catch {
+            throw .fileSystem(createIn == nil ? error : FileSystemError(errno: error.errno, syscall: error.syscall, path: directory))
+        }
+        let name = created.path.split(separator: "/").last.map(String.init) ?? created.path
+        let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
+        return installCreated(path: path, text: text, bytes: bytes, identity: created.identity)
+    }
+
+    private func installCreated(path: String, text: String, bytes: [UInt8], identity: FileIdentity) -> Document {
         var lines = LineEndingCounter()
         bytes.withUnsafeBufferPointer { lines.count($0) }
         let buffer = TextBuffer(text)

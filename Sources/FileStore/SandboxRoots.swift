@@ -87,6 +87,15 @@ public final class ResolvedPath: Sendable {
     /// Whether the object existed at resolution time.
     public var exists: Bool { descriptor != nil }
 
+    /// The device and inode of the resolved object (nil when it does not exist yet): an operation
+    /// that goes by path checks it got this same file.
+    public var fileIdentity: FileIdentity? {
+        guard let descriptor else { return nil }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return nil }
+        return FileIdentity(status)
+    }
+
     /// A path that acts on exactly the resolved object, without resolving the request again:
     /// `/proc/self/fd/N` reopens the pinned inode; for an object to create, `/proc/self/fd/D/name`
     /// names `name` in the pinned directory. In the second case only the last component is looked

@@ -119,6 +119,11 @@ extension Server {
             return ResponseError(.unknownVersion, "No version of this document has the id \"\(version)\"", data: ["id": .string(version)])
         case .versionsUnavailable(let reason):
             return ResponseError(.versionsUnavailable, "Earlier versions are not kept: \(reason)")
+        case .pathChanged(let path):
+            let reason = "the path was renamed or swapped while it was checked against the roots; nothing was opened"
+            return ResponseError(
+                .outsideRoots, "\(field): \(path): \(reason)",
+                data: ["field": .string(field), "uri": .string(FileURI.uri(from: path)), "reason": .string(reason)])
         }
     }
 }

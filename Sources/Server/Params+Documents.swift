@@ -67,4 +67,16 @@ extension Params {
         }
         return edits
     }
+
+    /// This object as a naming rule `{prefix, style, extension}` for `document/create`.
+    func namingRule() throws(ResponseError) -> NamingRule {
+        let prefix = try optionalString("prefix") ?? ""
+        let style = try optionalEnumeration("style", ["sequence", "uuid", "timestamp"]) ?? "sequence"
+        let fileExtension = try optionalString("extension")
+        do throws(NamingError) {
+            return try NamingRule(prefix: prefix, style: NamingStyle(rawValue: style) ?? .sequence, fileExtension: fileExtension)
+        } catch {
+            throw .invalidParams(field: fieldPath(error.field), error.message)
+        }
+    }
 }

@@ -9,7 +9,9 @@ extension Server {
     /// requests), reporting `$/progress` under the client's `workDoneToken`; cancellable.
     func openDocument(_ rawParams: JSONValue?, _ context: RequestContext) throws(ResponseError) -> Reply {
         let params = try Params(byName: rawParams, method: "document/open")
-        let path = try params.filePath("uri")
+        let target = try requestPath(params, "uri", mustExist: true)
+        let path = target.path
+        let pinned = target.resolved?.fileIdentity
         let encoding = try params.textEncoding("encoding")
         let includeText = try params.optionalBool("includeText") ?? true
         let progress = ProgressReporter(token: try params.progressToken("workDoneToken"), title: "Opening \(path)", writer: writer)
@@ -17,23 +19,56 @@ extension Server {
         return .later {
             defer { progress.end() }
             do throws(DocumentError) {
+                // The target (and its pinned descriptor) lives until the file has been read.
+                defer { withExtendedLifetime(target) {} }
                 let document = try await store.open(
-                    path: path, encoding: encoding, progress: { done, total in progress.report(done: done, total: total) },
+                    path: path, encoding: encoding, pinned: pinned,
+                    progress: { done, total in progress.report(done: done, total: total) },
                     isCancelled: { context.cancellation.isCancelled })
                 return .success(Self.info(document, includeText: includeText))
             } catch {
-                return .failure(Self.responseError(error, id: context.id, encodingWasNamed: encoding != nil))
+                return .failure(Self.responseError(error, id: context.id, field: "params.uri", encodingWasNamed: encoding != nil))
             }
         }
     }
 
-    /// `document/create`: a new file (never overwriting one), opened.
+    /// `document/create`: a new file (never overwriting one), opened: at `uri`, or in `directory`
+    /// under a name its `naming` rule makes.
     func createDocument(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
         let params = try Params(byName: rawParams, method: "document/create")
-        let path = try params.filePath("uri")
+        let hasURI = params.value("uri") != nil
+        let hasDirectory = params.value("directory") != nil
+        guard hasURI != hasDirectory else {
+            throw .invalidParams(
+                field: "params", hasURI ? "give either uri or directory (with naming), not both" : "missing uri (or directory with naming)")
+        }
         let text = try params.optionalString("text") ?? ""
+        if hasURI {
+            if params.value("naming") != nil {
+                throw .invalidParams(field: "params.naming", "naming goes with directory, not with uri")
+            }
+            let target = try requestPath(params, "uri", mustExist: false)
+            defer { withExtendedLifetime(target) {} }
+            do throws(DocumentError) {
+                let document = try await store.create(
+                    path: target.path, text: text, createAt: target.resolved == nil ? nil : target.operationPath)
+                return Self.info(document, includeText: true)
+            } catch {
+                throw Self.responseError(error, id: .null)
+            }
+        }
+        let directory = try requestPath(params, "directory", mustExist: true)
+        guard let naming = try params.optionalObject("naming") else {
+            throw .invalidParams(field: "params.naming", "missing: a directory needs a naming rule ({prefix, style, extension})")
+        }
+        let rule = try naming.namingRule()
+        let nameFrom = try naming.optionalEnumeration("nameFrom", ["rule", "firstLine"]) ?? "rule"
+        defer { withExtendedLifetime(directory) {} }
         do throws(DocumentError) {
-            return Self.info(try await store.create(path: path, text: text), includeText: true)
+            let document = try await store.create(
+                inDirectory: directory.path, rule: rule, nameFromFirstLine: nameFrom == "firstLine", text: text,
+                createIn: directory.resolved == nil ? nil : directory.operationPath)
+            return Self.info(document, includeText: true)
         } catch {
             throw Self.responseError(error, id: .null)
         }

@@ -1,3 +1,4 @@
+import FileStore
 import JSON
 import JSONRPC
 import TextBuffer
@@ -33,13 +34,18 @@ extension Server {
         // (every LSP client must support it).
         let chosen = offered?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
         var autosave = AutosavePolicy.off
-        if let options = try params.optionalObject("initializationOptions"), let settings = try options.optionalObject("autosave") {
-            let policy = try settings.optionalEnumeration("policy", ["off", "afterDelay"]) ?? "off"
-            let delay = try settings.optionalInteger("delay", in: 1...86_400_000)
-            if policy == "afterDelay" { autosave = .afterDelay(milliseconds: Int(delay ?? 2000)) }
+        var narrowedRoots: SandboxRoots? = nil
+        if let options = try params.optionalObject("initializationOptions") {
+            if let settings = try options.optionalObject("autosave") {
+                let policy = try settings.optionalEnumeration("policy", ["off", "afterDelay"]) ?? "off"
+                let delay = try settings.optionalInteger("delay", in: 1...86_400_000)
+                if policy == "afterDelay" { autosave = .afterDelay(milliseconds: Int(delay ?? 2000)) }
+            }
+            narrowedRoots = try clientRoots(options)
         }
 
         positionEncoding = chosen
+        if let narrowedRoots { roots = narrowedRoots }
         if let traceLevel { trace = TraceLevel(rawValue: traceLevel) ?? .off }
         lifecycle = .running
         await store.setAutosave(autosave)
@@ -59,8 +65,39 @@ extension Server {
                 "autosave": autosaveJSON,
                 "watchFiles": .bool(configuration.watchFiles),
                 "versions": .bool(await store.keepsVersions),
+                "roots": roots.map { .array($0.paths.map { .string(FileURI.uri(from: $0)) }) } ?? .null,
             ],
         ]
+    }
+
+    /// `initializationOptions.roots`: directories (file URIs) that narrow the server's roots; each
+    /// must lie within them (or anywhere, when the server has none). Absent: nothing changes.
+    private func clientRoots(_ options: Params) throws(ResponseError) -> SandboxRoots? {
+        guard let uris = try options.optionalStringArray("roots") else { return nil }
+        let field = options.fieldPath("roots")
+        guard !uris.isEmpty else {
+            throw .invalidParams(field: field, "an empty list would allow nothing; leave roots out to keep the server's")
+        }
+        var paths: [String] = []
+        for (index, uri) in uris.enumerated() {
+            do throws(FileURI.Invalid) {
+                paths.append(try FileURI.path(from: uri))
+            } catch {
+                throw .invalidParams(field: "\(field)[\(index)]", error.reason)
+            }
+        }
+        if let roots {
+            do throws(SandboxError) {
+                return try roots.narrowed(to: paths)
+            } catch {
+                throw Self.responseError(error, field: field, roots: roots)
+            }
+        }
+        do throws(FileSystemError) {
+            return try SandboxRoots(paths)
+        } catch {
+            throw .invalidParams(field: field, error.message)
+        }
     }
 
     /// `initialized`: the client is ready. Nothing to do yet; later parts start watchers here.

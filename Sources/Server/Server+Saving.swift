@@ -12,7 +12,9 @@ extension Server {
     func saveDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
         let params = try Params(byName: rawParams, method: "document/save")
         let handle = try params.string("document")
-        let newPath = try params.optionalString("to") == nil ? nil : try params.filePath("to")
+        let newTarget = try optionalRequestPath(params, "to", mustExist: false)
+        let newPath = newTarget?.path
+        if newTarget == nil { try await checkDocumentPath(handle, mustExist: false, context) }
         let force = try params.optionalBool("force") ?? false
         let token = try params.progressToken("workDoneToken")
         let store = store
@@ -48,6 +50,7 @@ extension Server {
         let params = try Params(byName: rawParams, method: "document/revert")
         let handle = try params.string("document")
         let includeText = try params.optionalBool("includeText") ?? true
+        try await checkDocumentPath(handle, mustExist: true, context)
         let store = store
         let ticket: ExclusiveTicket
         do throws(DocumentError) {
@@ -146,5 +149,19 @@ extension Server {
         case .load(.notText): return (false, ["openWithEncoding"])
         default: return (false, [])
         }
+    }
+
+    /// With sandbox roots, checks that an open document's file is still beneath them before the
+    /// server writes or reads it again (a directory of its path may have been swapped for a
+    /// symlink pointing out since it was opened): -32022 if not.
+    func checkDocumentPath(_ handle: String, mustExist: Bool, _ context: RequestContext) async throws(ResponseError) {
+        guard roots != nil else { return }
+        let path: String
+        do throws(DocumentError) {
+            path = try await store.document(handle).path
+        } catch {
+            throw Self.responseError(error, id: context.id)
+        }
+        _ = try checkPath(path, field: "params.document", mustExist: mustExist)
     }
 }
