@@ -69,7 +69,7 @@ let package = Package(
         // Figure 3: the same traces against Neovim over its msgpack RPC and against our server,
         // driven the same way; Neovim's :write with fsync against our save.
         .executableTarget(name: "NeovimPeer", dependencies: [
-            "BufferWorkloads",
+            "BufferWorkloads", "PipeFloor",
             .product(name: "EditingTraces", package: "docsession"),
             .product(name: "JSON", package: "docsession"),
             .product(name: "JSONRPC", package: "docsession"),

@@ -41,6 +41,8 @@
 //         --server PATH     the docsession binary (default: the root package's .build/release/docsession)
 //         --nvim PATH       default: nvim on PATH
 //         --dir PATH        where the files go (default /var/tmp: disk-backed)
+//         --placement P     same (the default: client and peers on processor 0), split (client on 0,
+//                           each peer on 1) or free (unpinned): as ProtocolRatios
 //         --verify-each N   a diagnostic: the first N edits of each trace sent to Neovim one call at a
 //                           time, its text compared with the client's model every CHECK_EVERY edits
 //                           (environment, default 1); reports the first difference
@@ -56,6 +58,7 @@ import BufferWorkloads
 import EditingTraces
 import Foundation
 import JSON
+import PipeFloor
 
 /// Prints a line at once (the output may go to a pipe, as through tee).
 func say(_ line: String) {
@@ -77,6 +80,8 @@ let givenServer = options.option("--server")
 let givenNvim = options.option("--nvim")
 let parent = options.option("--dir") ?? "/var/tmp"
 let verify = options.option("--verify-each").flatMap { Int($0) }
+let placement = options.option("--placement") ?? "same"
+guard ["same", "split", "free"].contains(placement) else { fatalError("--placement takes same, split or free") }
 if !options.remaining.isEmpty { fatalError("unknown arguments: \(options.remaining)") }
 
 
@@ -131,6 +136,20 @@ say("files in \(directory); \(ProcessInfo.processInfo.activeProcessorCount) proc
 
 let neovim: Neovim? = only == "ours" ? nil : try Neovim(executable: nvim)
 let ours: DocSession? = only == "nvim" ? nil : try DocSession(executable: server)
+
+/// Pins this client and both peers as `--placement` says (as ProtocolRatios does): `same`, all on
+/// processor 0; `split`, the client on 0 and each peer on 1; `free`, where the kernel puts them.
+/// Each peer is pinned alike, so neither gains from where its first wake-up happened to land.
+@MainActor func place() {
+    guard placement != "free" else { return }
+    let peerProcessor: Int32 = placement == "same" ? 0 : 1
+    var ok = pipefloor_pin_process(0, 0) == 0
+    if let neovim { ok = ok && pipefloor_pin_process(neovim.channel.process.processIdentifier, peerProcessor) == 0 }
+    if let ours { ok = ok && pipefloor_pin_process(ours.channel.process.processIdentifier, peerProcessor) == 0 }
+    guard ok else { fatalError("cannot pin the processes (sched_setaffinity: errno \(errno))") }
+}
+place()
+say("placement \(placement)")
 
 // MARK: - Replays
 

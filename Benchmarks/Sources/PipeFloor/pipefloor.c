@@ -187,3 +187,26 @@ void pipefloor_stop(pipefloor *floor) {
 }
 
 void pipefloor_line_buffered_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
+
+#include <dirent.h>
+#include <sched.h>
+#include <stdlib.h>
+
+int pipefloor_pin_process(int pid, int cpu) {
+    char path[64];
+    snprintf(path, sizeof path, pid == 0 ? "/proc/self/task" : "/proc/%d/task", pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) return -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int result = 0;
+    struct dirent *entry;
+    while ((entry = readdir(tasks)) != NULL) {
+        if (entry->d_name[0] == '.') continue;
+        pid_t tid = (pid_t)atoi(entry->d_name);
+        if (sched_setaffinity(tid, sizeof set, &set) != 0) result = -1;
+    }
+    closedir(tasks);
+    return result;
+}

@@ -32,6 +32,14 @@
 //         [--server PATH]   the docsession binary (default: the root package's .build/release/docsession)
 //         [--dir PATH]      where to make the working directory (default /var/tmp)
 //         [--only MODE]     `sync` or `pipelined`: ours alone, no floor (for perf or callgrind on the server)
+//         [--placement P]   `same` (the default): this client, the server and the floor's two processes
+//                           all on processor 0; `split`: the client and the floor's parent on 0, the
+//                           server and the floor's child on 1; `free`: where the kernel puts them.
+//
+// Placement decides most of a synchronous round trip on a virtual machine: a wake-up of a process
+// on the other processor costs an interprocessor interrupt (a VM exit), one on the same processor
+// does not, and the kernel keeps a waker and its wakee wherever they first met. Unpinned, the floor
+// (forked) and ours (spawned) can land differently from run to run, so both sides are pinned alike.
 
 import BufferWorkloads
 import Foundation
@@ -52,6 +60,8 @@ let block = max(1, Int(options.option("--block") ?? "2000") ?? 2000)
 let givenServer = options.option("--server")
 let parent = options.option("--dir") ?? "/var/tmp"
 let only = options.option("--only")
+let placement = options.option("--placement") ?? "same"
+guard ["same", "split", "free"].contains(placement) else { fatalError("--placement takes same, split or free") }
 if let only, only != "sync", only != "pipelined" { fatalError("--only takes sync or pipelined") }
 guard options.remaining.isEmpty else { fatalError("unknown arguments: \(options.remaining)") }
 
@@ -79,6 +89,14 @@ mkdir(stateDirectory, 0o700)
 let server = releaseServerPath(given: givenServer)
 let session: ServerSession
 do { session = try ServerSession(server: server, stateDirectory: stateDirectory) } catch { fatalError("cannot start \(server): \(error)") }
+
+/// Pins this client and `child` (the server, or the floor's child) as `--placement` says.
+func place(child: Int32) {
+    guard placement != "free" else { return }
+    guard pipefloor_pin_process(0, 0) == 0, pipefloor_pin_process(child, placement == "same" ? 0 : 1) == 0 else {
+        fatalError("cannot pin the processes (sched_setaffinity: errno \(errno))")
+    }
+}
 let initialized = session.call("initialize", [
     "processId": .integer(Int64(getpid())),
     "capabilities": ["general": ["positionEncodings": ["utf-32"]]],
@@ -87,9 +105,11 @@ guard initialized["capabilities"]?["positionEncoding"]?.stringValue == "utf-32" 
     fatalError("the server did not take utf-32 positions: \(initialized.jsonText)")
 }
 session.notify("initialized", [:])
+// After initialize: the server's threads have started by now (later ones inherit the mask).
+place(child: session.process.processIdentifier)
 
 print("server \(server) (pid \(session.process.processIdentifier)); working directory \(directory)")
-print("\(ProcessInfo.processInfo.activeProcessorCount) processors; load average \(loadAverage()); rounds \(rounds); window \(window)"
+print("\(ProcessInfo.processInfo.activeProcessorCount) processors; placement \(placement); load average \(loadAverage()); rounds \(rounds); window \(window)"
     + (editLimit.map { "; first \($0) edits of each trace" } ?? ""))
 
 // MARK: - One replay
@@ -239,6 +259,7 @@ for name in names {
     if let floor {
         let started = pipefloor_start(floor, requestBody, responseBody)
         if started != 0 { fatalError("cannot start the floor's child: errno \(errno)") }
+        place(child: floor.pointee.pid)
         _ = pipefloor_sync(floor, min(count, 5000))
         _ = pipefloor_pipelined(floor, min(count, 5000), Int32(window))
     }
@@ -294,7 +315,7 @@ try? FileManager.default.removeItem(atPath: directory)
 // MARK: - Summary
 
 print("\nload average at the end \(loadAverage()); notifications received \(session.notifications)")
-print("medians of \(rounds) rounds (range):")
+print("medians of \(rounds) rounds (range), placement \(placement):")
 for result in results {
     print("\(result.name) (\(result.edits) edits):")
     if !result.oursSync.isEmpty {

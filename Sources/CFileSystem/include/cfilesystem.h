@@ -34,4 +34,9 @@ int cfs_eventfd_nonblocking(void);
 /// without opening it for reading or writing, for finding it again after a move.
 int cfs_open_path_only(const char *path);
 
+// The other headers of this target (one module with all of them); included here too, so a build
+// whose module cache predates one of them still sees it.
+#include "cfs_beneath.h"
+#include "cfs_transfer.h"
+
 #endif

@@ -36,3 +36,8 @@ void pipefloor_stop(pipefloor *floor);
 
 /// Makes stdout line-buffered (the benchmark's table appears line by line also in a file).
 void pipefloor_line_buffered_stdout(void);
+
+/// Pins every thread of process `pid` (0: this process) to processor `cpu` (sched_setaffinity on
+/// each task of /proc/PID/task; threads created later inherit their creator's mask). Answers 0, or
+/// -1 with errno set.
+int pipefloor_pin_process(int pid, int cpu);
