@@ -78,7 +78,7 @@ public final class Connection: Sendable {
         let executor = executor
         let queue = InboundQueue(
             input: input, maxMessageSize: maxMessageSize, pending: pending, logger: logger,
-            tap: recorder?.inputTap(maxMessageSize: maxMessageSize), executor: executor)
+            tap: recorder?.inputTap(maxMessageSize: maxMessageSize), executor: executor, writer: writer)
         return await withTaskExecutorPreference(executor) {
             queue.start()
             defer { queue.stop() }

@@ -24,6 +24,8 @@ final class InboundQueue: @unchecked Sendable {
     private let logger: Logger
     private var tap: Recorder.InputTap?
     private let executor: LoopExecutor
+    /// Held while queued messages are answered back to back, flushed when the queue runs dry.
+    private let writer: MessageWriter?
     private var buffer = [UInt8](repeating: 0, count: 1 << 16)
     /// Decoded items from `head` on; the consumed prefix is dropped in bulk.
     private var items: [Inbound] = []
@@ -37,8 +39,9 @@ final class InboundQueue: @unchecked Sendable {
 
     init(
         input: Int32, maxMessageSize: Int, pending: PendingRequests, logger: Logger, tap: Recorder.InputTap?,
-        executor: LoopExecutor
+        executor: LoopExecutor, writer: MessageWriter? = nil
     ) {
+        self.writer = writer
         self.input = input
         self.decoder = InboundDecoder(maxMessageSize: maxMessageSize, pending: pending)
         self.logger = logger
@@ -60,6 +63,7 @@ final class InboundQueue: @unchecked Sendable {
 
     /// Stops reading (after `exit`, or at the end of input).
     func stop() {
+        writer?.flush()
         stopped = true
         executor.removeReadable(input)
     }
@@ -99,13 +103,18 @@ final class InboundQueue: @unchecked Sendable {
     }
 
     /// The next item in arrival order; nil once the input has ended and everything was taken.
+    ///
+    /// While more than this item is queued, the writer is held, so the answers to a pipelining
+    /// client's requests go out together; it is flushed before the queue waits for input.
     func next() async -> Inbound? {
         if queued > 0 {
             if !ended, !stopped, lastRead.duration(to: .now) > Self.lookaheadInterval, inputIsReadable() {
                 _ = readAvailable()
             }
+            if queued > 1 { writer?.hold() } else { writer?.flush() }
             return pop()
         }
+        writer?.flush()
         if ended { return nil }
         return await withCheckedContinuation { continuation in
             waiter = continuation

@@ -12,7 +12,16 @@ public final class MessageWriter: Sendable {
     public typealias Sink = @Sendable ([UInt8]) -> Bool
 
     private let sink: Sink
-    private let state = Mutex<(broken: Bool, observers: [@Sendable (JSONValue) -> Void])>((false, []))
+    private struct State {
+        var broken = false
+        var observers: [@Sendable (JSONValue) -> Void] = []
+        /// While held, framed messages collect in `pending` and go out in one write at `flush()`.
+        var held = false
+        var pending: [UInt8] = []
+    }
+    private let state = Mutex<State>(State())
+    /// A held writer writes what it collected once it holds this much, without waiting for `flush()`.
+    public static let holdLimit = 1 << 18
     /// Where every message is recorded before it is written (`--record`); `nil`, the usual case,
     /// costs one check per message.
     public let recorder: Recorder?
@@ -47,7 +56,8 @@ public final class MessageWriter: Sendable {
     /// Whether a write has failed (the peer closed its end).
     public var isBroken: Bool { state.withLock { $0.broken } }
 
-    /// Writes one message. Messages to a broken peer are dropped.
+    /// Writes one message (or, while held, queues it for the next flush, in order). Messages to a
+    /// broken peer are dropped.
     public func send(_ message: JSONValue) {
         let body = message.serialized()
         let framed = Framing.frame(body)
@@ -56,8 +66,35 @@ public final class MessageWriter: Sendable {
             for observer in state.observers { observer(message) }
             // Under the lock, so the records are in the order of the writes.
             recorder?.recordSent(message, body: body)
-            if !sink(framed) { state.broken = true }
+            if state.held {
+                state.pending += framed
+                if state.pending.count >= Self.holdLimit { Self.writePending(&state, sink) }
+            } else if !sink(framed) {
+                state.broken = true
+            }
         }
+    }
+
+    /// Collects messages instead of writing each at once, until ``flush()``: the connection holds
+    /// the writer while it answers requests that were already queued (a pipelining client), so
+    /// their answers go out in one write instead of one each. Anything sent meanwhile, from any
+    /// thread, is queued in order with them.
+    public func hold() {
+        state.withLock { $0.held = true }
+    }
+
+    /// Writes what was collected while held, in one write, and stops holding.
+    public func flush() {
+        state.withLock { state in
+            state.held = false
+            Self.writePending(&state, sink)
+        }
+    }
+
+    private static func writePending(_ state: inout State, _ sink: Sink) {
+        guard !state.pending.isEmpty else { return }
+        if !state.broken, !sink(state.pending) { state.broken = true }
+        state.pending.removeAll(keepingCapacity: state.pending.count <= holdLimit * 2)
     }
 
     /// Writes a response.

@@ -39,8 +39,9 @@ extension Server {
         let hasURI = params.value("uri") != nil
         let hasDirectory = params.value("directory") != nil
         guard hasURI != hasDirectory else {
-            throw .invalidParams(
-                field: "params", hasURI ? "give either uri or directory (with naming), not both" : "missing uri (or directory with naming)")
+            throw hasURI
+                ? .invalidParams(field: "params.directory", "give either uri or directory (with naming), not both")
+                : .invalidParams(field: "params.uri", "missing (or give directory with a naming rule)")
         }
         let text = try params.optionalString("text") ?? ""
         if hasURI {
