@@ -88,6 +88,7 @@ let package = Package(
         // Test and benchmark support: the editing traces of ../shared/data, loaded once for all.
         .target(name: "EditingTraces", dependencies: ["JSON"]),
 
+        .testTarget(name: "ExecutionTests", dependencies: ["Execution"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "FileStoreTests", dependencies: ["FileStore", "CTextScan"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
