@@ -198,17 +198,27 @@ public actor DocumentStore {
     ///
     /// `createAt` is where the file is made when that differs from the path the document records:
     /// with sandbox roots, `/proc/self/fd/D/name`, the name in the directory the check pinned.
-    public func create(path: String, text: String, createAt: String? = nil) throws(DocumentError) -> Document {
+    ///
+    /// The file is written and flushed on a thread of its own, not on the store's (the server's
+    /// loop): an `fsync` can take long.
+    public func create(path: String, text: String, createAt: String? = nil) async throws(DocumentError) -> Document {
         let bytes = Array(text.utf8)
-        var identity: FileIdentity
-        do throws(FileSystemError) {
-            identity = try FileCreation.createNew(path: createAt ?? path, bytes: bytes)
-            identity.contentHash = ContentHasher.hash(bytes)
-        } catch {
+        let made = await runOnOwnThread { () -> Result<FileIdentity, FileSystemError> in
+            do throws(FileSystemError) {
+                var identity = try FileCreation.createNew(path: createAt ?? path, bytes: bytes)
+                identity.contentHash = ContentHasher.hash(bytes)
+                return .success(identity)
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch made {
+        case .success(let identity):
+            return installCreated(path: path, text: text, bytes: bytes, identity: identity)
+        case .failure(let error):
             if error.code == "EEXIST" { throw .alreadyExists(path: path) }
             throw .fileSystem(createAt == nil ? error : FileSystemError(errno: error.errno, syscall: error.syscall, path: path))
         }
-        return installCreated(path: path, text: text, bytes: bytes, identity: identity)
     }
 
     /// Creates a new file in `directory` named by `rule` ("Note 1.txt", "Note 2.txt", ...; a
@@ -218,18 +228,27 @@ public actor DocumentStore {
     /// from `directory` (with sandbox roots, its pinned `/proc/self/fd/D`).
     public func create(
         inDirectory directory: String, rule: NamingRule, nameFromFirstLine: Bool, text: String, createIn: String? = nil
-    ) throws(DocumentError) -> Document {
+    ) async throws(DocumentError) -> Document {
         let bytes = Array(text.utf8)
         let actOn = createIn ?? directory
-        var created: (path: String, identity: FileIdentity)
-        do throws(FileSystemError) {
-            if nameFromFirstLine, let name = DocumentNaming.fileName(firstLineOf: text, fileExtension: rule.fileExtension) {
-                created = try DocumentNaming.createExclusiveUnique(in: actOn, preferredName: name, bytes: bytes)
-            } else {
-                created = try DocumentNaming.createNew(in: actOn, rule: rule, bytes: bytes)
+        let made = await runOnOwnThread { () -> Result<(path: String, identity: FileIdentity), FileSystemError> in
+            do throws(FileSystemError) {
+                var created: (path: String, identity: FileIdentity)
+                if nameFromFirstLine, let name = DocumentNaming.fileName(firstLineOf: text, fileExtension: rule.fileExtension) {
+                    created = try DocumentNaming.createExclusiveUnique(in: actOn, preferredName: name, bytes: bytes)
+                } else {
+                    created = try DocumentNaming.createNew(in: actOn, rule: rule, bytes: bytes)
+                }
+                created.identity.contentHash = ContentHasher.hash(bytes)
+                return .success(created)
+            } catch {
+                return .failure(error)
             }
-            created.identity.contentHash = ContentHasher.hash(bytes)
-        } catch {
+        }
+        let created: (path: String, identity: FileIdentity)
+        switch made {
+        case .success(let value): created = value
+        case .failure(let error):
             throw .fileSystem(createIn == nil ? error : FileSystemError(errno: error.errno, syscall: error.syscall, path: directory))
         }
         let name = created.path.split(separator: "/").last.map(String.init) ?? created.path
