@@ -15,13 +15,24 @@ import Testing
 struct WorkspaceQueryTests {
     // MARK: - Helpers
 
-    /// Makes the directories of `path` (relative to `directory`) and writes `text` there.
+    /// Makes the directories of `path` (relative to `directory`) and writes `text` there, in
+    /// place (FileManager writes a temporary file and renames it, which a query reports as such).
     @discardableResult
     func make(_ directory: TestDirectory, _ relative: String, _ text: String = "") throws -> String {
         let path = directory.file(relative)
         try FileManager.default.createDirectory(
             atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        return try directory.write(relative, text)
+        try writeInPlace(path, text)
+        return path
+    }
+
+    /// Writes `text` to `path` with open (creating or truncating), write, close.
+    func writeInPlace(_ path: String, _ text: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw E2EError("open \(path): \(errno)") }
+        defer { close(fd) }
+        let bytes = Array(text.utf8)
+        guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else { throw E2EError("write \(path)") }
     }
 
     func relativePaths(_ result: JSONValue) -> [String] {
@@ -41,8 +52,13 @@ struct WorkspaceQueryTests {
         while !done(changes) {
             let remaining = deadline.timeIntervalSinceNow
             guard remaining > 0 else { throw E2EError("timed out; \(query) sent so far: \(changes.map(\.jsonText))") }
-            let message = try session.server.waitFor(timeout: remaining, what: "workspace/didChangeFiles of \(query)") {
-                isDidChangeFiles($0, query)
+            let message: JSONValue
+            do {
+                message = try session.server.waitFor(timeout: remaining, what: "workspace/didChangeFiles of \(query)") {
+                    isDidChangeFiles($0, query)
+                }
+            } catch {
+                throw E2EError("\(error); \(query) sent so far: \(changes.map(\.jsonText)); queued: \(session.server.queuedMessages.map(\.jsonText))")
             }
             let batch = message["params"]?["changes"]?.arrayValue ?? []
             #expect(!batch.isEmpty, "an empty batch: \(message.jsonText)")
@@ -136,7 +152,7 @@ struct WorkspaceQueryTests {
         try FileManager.default.removeItem(atPath: directory.file("other.txt"))
         _ = try changes(session, query, expecting: [("deleted", fileURI(directory.file("other.txt")))])
         // A file written by another program while open: the change says which document it is.
-        try directory.write("notes.txt", "hello, world\n")
+        try writeInPlace(notes, "hello, world\n")
         let changed = try changes(session, query, expecting: [("changed", fileURI(notes))])
         #expect(changed.last?["file"]?["isOpen"] == true)
         #expect(changed.last?["file"]?["document"] == "d1")
@@ -265,13 +281,14 @@ struct WorkspaceQueryTests {
 
         // mkdir -p a/b/c && touch a/b/c/x.txt
         try FileManager.default.createDirectory(atPath: directory.file("a/b/c"), withIntermediateDirectories: true)
-        let x = try directory.write("a/b/c/x.txt", "")
+        let x = directory.file("a/b/c/x.txt")
+        try writeInPlace(x, "")
         var received = try changes(session, query, expecting: [("created", fileURI(x))])
         #expect(received.count == 1)
         #expect(received[0]["file"]?["relativePath"] == "a/b/c/x.txt")
 
         // A rewrite.
-        try directory.write("keep.txt", "one, two\n")
+        try writeInPlace(directory.file("keep.txt"), "one, two\n")
         received = try changes(session, query, expecting: [("changed", fileURI(directory.file("keep.txt")))])
         #expect(received.count == 1)
         #expect(received[0]["file"]?["size"] == 9)
