@@ -59,6 +59,13 @@ public actor DocumentStore {
     /// The number of open documents.
     public var count: Int { documents.count }
 
+    /// The open documents whose files are on disk: the handle, the path, and the file's device and
+    /// inode (another path may name the same file). For telling which files found on disk are open
+    /// (`workspace/query`).
+    public var openFiles: [(handle: String, path: String, device: UInt64, inode: UInt64)] {
+        documents.values.filter { !$0.deletedOnDisk }.map { ($0.handle, $0.path, $0.identity.device, $0.identity.inode) }
+    }
+
     /// A copy of an open document (an O(1) snapshot of its text).
     public func document(_ handle: String) throws(DocumentError) -> Document {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }

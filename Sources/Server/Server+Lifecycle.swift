@@ -109,6 +109,8 @@ extension Server {
     func shutdown(_ params: JSONValue?) async throws(ResponseError) -> JSONValue {
         try Params.expectNone(params, method: "shutdown")
         lifecycle = .shutDown
+        // Live queries end: no workspace/didChangeFiles after the response.
+        stopAllQueries()
         // Nothing is saved after shutdown, autosave included.
         await store.setAutosave(.off)
         return .null

@@ -2,17 +2,308 @@ import DocumentSession
 import FileStore
 import JSON
 import JSONRPC
+import Synchronization
 
-// Placeholder: workspace queries (issue 8) are being written on their own branch.
+/// The live queries of a server (`workspace/query` with `watch`), by id. Touched only by the
+/// dispatcher, in request order, like the rest of the server's state.
+struct WorkspaceQueries {
+    /// The live queries, by id (`q1`, `q2`, ...).
+    var live: [String: LiveQuery] = [:]
+    /// The number of the next query's id.
+    var nextNumber = 1
+    /// Tells the queries when their response has been written (installed on the writer once).
+    var responses: ResponseGate?
 
-/// The live queries of a server.
-struct WorkspaceQueries {}
+    /// Stops every query (at `shutdown`).
+    mutating func stopAll() {
+        for query in live.values { query.stop() }
+        live.removeAll()
+    }
+}
+
+/// Knows which responses the queries wait for, and tells each when its response is written: a
+/// writer observer, so it runs under the writer's lock just before the response's bytes go out,
+/// and whatever a query sends after that comes after the response.
+final class ResponseGate: Sendable {
+    private let waiting = Mutex<[(id: JSONValue, written: @Sendable () -> Void)]>([])
+
+    /// Calls `written` (once) when the response to `id` is about to be written.
+    func wait(for id: RequestID, _ written: @escaping @Sendable () -> Void) {
+        waiting.withLock { $0.append((id.json, written)) }
+    }
+
+    /// The writer's observer: sees every message (a batch's responses in one array).
+    func observe(_ message: JSONValue) {
+        let due: [@Sendable () -> Void] = waiting.withLock { waiting in
+            guard !waiting.isEmpty else { return [] }
+            var due: [@Sendable () -> Void] = []
+            func check(_ message: JSONValue) {
+                guard message["method"] == nil, let id = message["id"],
+                    let index = waiting.firstIndex(where: { $0.id == id })
+                else { return }
+                due.append(waiting.remove(at: index).written)
+            }
+            if let array = message.arrayValue { array.forEach(check) } else { check(message) }
+            return due
+        }
+        for written in due { written() }
+    }
+}
+
+/// One live query: its directory watch, and the task that turns the watch's batches into
+/// `workspace/didChangeFiles`, in order, once the query's response is out.
+final class LiveQuery: Sendable {
+    /// What the forwarding task receives, in order.
+    enum Event: Sendable {
+        /// The query's response is being written: notifications may follow it.
+        case responseWritten
+        /// A batch of the watch.
+        case changes([DirectoryChange])
+    }
+
+    let id: String
+    let watch: DirectoryWatch
+    private let events: AsyncStream<Event>.Continuation
+    /// Set by ``stop()``; checked under the same lock as each notification is written, so none
+    /// goes out after `stop` returns.
+    private let stopped = Mutex(false)
+
+    init(id: String, watch: DirectoryWatch, events: AsyncStream<Event>.Continuation) {
+        self.id = id
+        self.watch = watch
+        self.events = events
+    }
+
+    /// Stops the watch (no batch after it returns), the forwarding, and any notification not yet
+    /// written. Idempotent.
+    func stop() {
+        watch.stop()
+        stopped.withLock { $0 = true }
+        events.finish()
+    }
+
+    /// Writes `notification` unless the query was stopped.
+    func send(_ notification: Notification, with writer: MessageWriter) {
+        stopped.withLock { stopped in
+            if !stopped { writer.send(notification) }
+        }
+    }
+}
 
 extension Server {
+    /// `workspace/query`: the regular files under a directory that match a glob, sorted by relative
+    /// path; with `watch`, a live query whose changes follow as `workspace/didChangeFiles`. The
+    /// directory is read off the loop thread, in request order.
     func query(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        throw ResponseError(.methodNotFound, "workspace/query is not available yet")
+        let params = try Params(byName: rawParams, method: "workspace/query")
+        let root = try requestPath(params, "root", mustExist: true)
+        let recursive = try params.optionalBool("recursive") ?? true
+        let watching = try params.optionalBool("watch") ?? false
+        let globText = try params.optionalString("glob") ?? (recursive ? "**/*" : "*")
+        let pattern: GlobPattern
+        do throws(GlobError) {
+            pattern = try GlobPattern(globText)
+        } catch {
+            throw .invalidParams(field: "params.glob", error.description)
+        }
+        let rootPath = root.path
+        let roots = roots
+        let store = store
+        let writer = writer
+
+        guard watching else {
+            let scanned = await runOnOwnThread { () -> Result<[DirectoryEntry], FileSystemError> in
+                do throws(FileSystemError) {
+                    return .success(try DirectoryQuery.scan(root: rootPath, pattern: pattern, recursive: recursive))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch scanned {
+            case .success(let entries):
+                let open = OpenFiles(await store.openFiles)
+                let files = entries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
+                return .now(.success(["query": .null, "files": .array(files)]))
+            case .failure(let error):
+                throw ResponseError(.fileSystemError, error.message, data: error.json)
+            }
+        }
+
+        // The watch's batches go into the stream from the start (the first may come before the
+        // watch's init returns); the forwarding task holds them until the response is written.
+        let (stream, continuation) = AsyncStream.makeStream(of: LiveQuery.Event.self)
+        let started = await runOnOwnThread { () -> Result<DirectoryWatch, FileSystemError> in
+            do throws(FileSystemError) {
+                return .success(try DirectoryWatch(root: rootPath, pattern: pattern, recursive: recursive) { changes in
+                    continuation.yield(.changes(changes))
+                })
+            } catch {
+                return .failure(error)
+            }
+        }
+        let watch: DirectoryWatch
+        switch started {
+        case .success(let started): watch = started
+        case .failure(let error):
+            continuation.finish()
+            throw ResponseError(.fileSystemError, error.message, data: error.json)
+        }
+        let id = "q\(queries.nextNumber)"
+        queries.nextNumber += 1
+        let query = LiveQuery(id: id, watch: watch, events: continuation)
+        queries.live[id] = query
+        let gate: ResponseGate
+        if let existing = queries.responses {
+            gate = existing
+        } else {
+            gate = ResponseGate()
+            writer.addObserver { [gate] message in gate.observe(message) }
+            queries.responses = gate
+        }
+        gate.wait(for: context.id) { continuation.yield(.responseWritten) }
+        Self.startForwarding(stream, of: query, roots: roots, store: store, writer: writer)
+
+        let open = OpenFiles(await store.openFiles)
+        let files = watch.initialEntries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
+        return .now(.success(["query": .string(id), "files": .array(files)]))
     }
+
+    /// `workspace/stopQuery`: ends a live query; nothing more is sent for it after the response.
     func stopQuery(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        throw ResponseError(.methodNotFound, "workspace/stopQuery is not available yet")
+        let params = try Params(byName: rawParams, method: "workspace/stopQuery")
+        let id = try params.string("query")
+        guard let query = queries.live.removeValue(forKey: id) else {
+            throw ResponseError(.unknownQuery, "No live query has the id \"\(id)\"", data: ["query": .string(id)])
+        }
+        query.stop()
+        return .now(.success(.null))
+    }
+
+    /// Stops every live query (`shutdown`).
+    func stopAllQueries() {
+        queries.stopAll()
+    }
+
+    // MARK: - Encoding
+
+    /// Which files are open as documents: by path, else by device and inode (a hard link, or the
+    /// document opened through a symlink).
+    struct OpenFiles {
+        struct FileKey: Hashable {
+            var device: UInt64
+            var inode: UInt64
+        }
+        var byPath: [String: String] = [:]
+        var byFile: [FileKey: String] = [:]
+
+        init(_ files: [(handle: String, path: String, device: UInt64, inode: UInt64)]) {
+            for file in files {
+                byPath[file.path] = file.handle
+                byFile[FileKey(device: file.device, inode: file.inode)] = file.handle
+            }
+        }
+
+        func handle(_ entry: DirectoryEntry) -> String? {
+            byPath[entry.path] ?? byFile[FileKey(device: entry.identity.device, inode: entry.identity.inode)]
+        }
+    }
+
+    /// A query's `FileInfo`.
+    static func fileInfo(_ entry: DirectoryEntry, _ open: OpenFiles) -> JSONValue {
+        var info: JSONObject = [
+            "uri": .string(FileURI.uri(from: entry.path)),
+            "name": .string(entry.name),
+            "relativePath": .string(entry.relativePath),
+            "displayName": .string(Document.displayName(forPath: entry.path)),
+            "size": .integer(entry.size),
+            "modificationDate": .string(Timestamp.iso8601(nanoseconds: entry.modificationTime)),
+            "fileType": .string(FileType.identifier(forPath: entry.path)),
+        ]
+        if let handle = open.handle(entry) {
+            info["isOpen"] = true
+            info["document"] = .string(handle)
+        } else {
+            info["isOpen"] = false
+        }
+        return .object(info)
+    }
+
+    /// Whether `path` is beneath one of the roots (lexically: the watch never follows symlinks);
+    /// always, without roots.
+    static func isInside(_ path: String, _ roots: SandboxRoots?) -> Bool {
+        guard let roots else { return true }
+        return roots.paths.contains { root in
+            root == "/" || path == root || path.hasPrefix(root + "/")
+        }
+    }
+
+    /// Starts ``forwardAll(_:of:roots:store:writer:)`` on a task of its own.
+    static func startForwarding(
+        _ stream: AsyncStream<LiveQuery.Event>, of query: LiveQuery, roots: SandboxRoots?, store: DocumentStore, writer: MessageWriter
+    ) {
+        Task { await forwardAll(stream, of: query, roots: roots, store: store, writer: writer) }
+    }
+
+    /// The forwarding task of a live query: holds the watch's batches until the query's response
+    /// is written, then sends each, in order, until the query stops.
+    static func forwardAll(
+        _ stream: AsyncStream<LiveQuery.Event>, of query: LiveQuery, roots: SandboxRoots?, store: DocumentStore, writer: MessageWriter
+    ) async {
+        var released = false
+        var held: [[DirectoryChange]] = []
+        for await event in stream {
+            switch event {
+            case .responseWritten:
+                released = true
+                for changes in held { await forward(changes, of: query, roots: roots, store: store, writer: writer) }
+                held = []
+            case .changes(let changes):
+                if released {
+                    await forward(changes, of: query, roots: roots, store: store, writer: writer)
+                } else {
+                    held.append(changes)
+                }
+            }
+        }
+    }
+
+    /// Sends one batch of a query's watch as `workspace/didChangeFiles` (nothing for a batch whose
+    /// changes all fall outside the roots).
+    static func forward(
+        _ changes: [DirectoryChange], of query: LiveQuery, roots: SandboxRoots?, store: DocumentStore, writer: MessageWriter
+    ) async {
+        let open = OpenFiles(await store.openFiles)
+        var items: [JSONValue] = []
+        for change in changes {
+            switch change {
+            case .created(let entry):
+                guard isInside(entry.path, roots) else { continue }
+                items.append(["type": "created", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open)])
+            case .changed(let entry):
+                guard isInside(entry.path, roots) else { continue }
+                items.append(["type": "changed", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open)])
+            case .deleted(let path, _):
+                guard isInside(path, roots) else { continue }
+                items.append(["type": "deleted", "uri": .string(FileURI.uri(from: path))])
+            case .moved(let from, let entry):
+                switch (isInside(from, roots), isInside(entry.path, roots)) {
+                case (true, true):
+                    items.append([
+                        "type": "moved", "uri": .string(FileURI.uri(from: entry.path)),
+                        "oldUri": .string(FileURI.uri(from: from)), "file": fileInfo(entry, open),
+                    ])
+                case (false, true):
+                    items.append(["type": "created", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open)])
+                case (true, false):
+                    items.append(["type": "deleted", "uri": .string(FileURI.uri(from: from))])
+                case (false, false):
+                    continue
+                }
+            }
+        }
+        guard !items.isEmpty else { return }
+        query.send(
+            Notification(method: "workspace/didChangeFiles", params: ["query": .string(query.id), "changes": .array(items)]),
+            with: writer)
     }
 }

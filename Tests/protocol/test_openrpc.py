@@ -116,6 +116,9 @@ PARAMS_TYPES = {
     "document/stateChanged": "StateChangedParams",
     "document/didChange": "DidChangeParams",
     "document/didMove": "DidMoveParams",
+    "workspace/query": "QueryParams",
+    "workspace/stopQuery": "StopQueryParams",
+    "workspace/didChangeFiles": "DidChangeFilesParams",
 }
 
 TIMING = re.compile(r"Processing request took [0-9.e+-]+ms")
