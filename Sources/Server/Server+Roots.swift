@@ -43,7 +43,19 @@ extension Server {
             throw .invalidParams(field: field, "the last component must be a name (not ‘/’, ‘.’ or ‘..’) to create a file")
         }
         let directory = String(path.dropLast(name.utf8.count))
-        let checked = try checkPath(directory.count > 1 ? String(directory.dropLast()) : directory, field: field, mustExist: true)
+        let checked: RequestPath
+        do throws(ResponseError) {
+            checked = try checkPath(directory.count > 1 ? String(directory.dropLast()) : directory, field: field, mustExist: true)
+        } catch where error.code == .outsideRoots {
+            // The refusal names the path asked for, not its directory.
+            guard let roots else { throw error }
+            do throws(SandboxError) {
+                _ = try roots.resolve(path, mustExist: false)
+            } catch {
+                throw Self.responseError(error, field: field, roots: roots)
+            }
+            throw error
+        }
         let separator = checked.path.hasSuffix("/") ? "" : "/"
         return RequestPath(
             path: checked.path + separator + name, operationPath: checked.operationPath + "/" + name, resolved: checked.resolved)
