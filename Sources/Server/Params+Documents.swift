@@ -76,7 +76,8 @@ extension Params {
         do throws(NamingError) {
             return try NamingRule(prefix: prefix, style: NamingStyle(rawValue: style) ?? .sequence, fileExtension: fileExtension)
         } catch {
-            throw .invalidParams(field: fieldPath(error.field), error.message)
+            // The rule's `fileExtension` is the wire's `extension`.
+            throw .invalidParams(field: fieldPath(error.field == "fileExtension" ? "extension" : error.field), error.message)
         }
     }
 }

@@ -39,16 +39,16 @@ extension Server {
         let hasURI = params.value("uri") != nil
         let hasDirectory = params.value("directory") != nil
         guard hasURI != hasDirectory else {
-            throw hasURI
-                ? .invalidParams(field: "params.directory", "give either uri or directory (with naming), not both")
-                : .invalidParams(field: "params.uri", "missing (or give directory with a naming rule)")
+            // Neither: the uri is what is missing (as before directories could be named).
+            if !hasURI { throw .invalidParams(field: "params.uri", "missing (give uri, or directory with naming)") }
+            throw .invalidParams(field: "params", "give either uri or directory (with naming), not both")
         }
         let text = try params.optionalString("text") ?? ""
         if hasURI {
             if params.value("naming") != nil {
                 throw .invalidParams(field: "params.naming", "naming goes with directory, not with uri")
             }
-            let target = try requestPath(params, "uri", mustExist: false)
+            let target = try creationPath(params, "uri")
             defer { withExtendedLifetime(target) {} }
             do throws(DocumentError) {
                 let document = try await store.create(
@@ -58,12 +58,13 @@ extension Server {
                 throw Self.responseError(error, id: .null)
             }
         }
-        let directory = try requestPath(params, "directory", mustExist: true)
+        // The params are all checked before the directory is looked at.
         guard let naming = try params.optionalObject("naming") else {
             throw .invalidParams(field: "params.naming", "missing: a directory needs a naming rule ({prefix, style, extension})")
         }
         let rule = try naming.namingRule()
         let nameFrom = try naming.optionalEnumeration("nameFrom", ["rule", "firstLine"]) ?? "rule"
+        let directory = try requestPath(params, "directory", mustExist: true)
         defer { withExtendedLifetime(directory) {} }
         do throws(DocumentError) {
             let document = try await store.create(

@@ -30,6 +30,37 @@ extension Server {
         return try checkPath(path, field: params.fieldPath(key), mustExist: mustExist)
     }
 
+    /// The file URI at `key` of `params` naming a file to create: with roots, its directory is
+    /// checked and pinned and the file is made by its name in that directory, so a symlink at the
+    /// name (even a dangling one, even pointing inside) is never followed: the exclusive creation
+    /// finds it there (-32013), as without roots.
+    func creationPath(_ params: Params, _ key: String) throws(ResponseError) -> RequestPath {
+        let path = try params.filePath(key)
+        let field = params.fieldPath(key)
+        guard roots != nil else { return RequestPath(path: path, operationPath: path, resolved: nil) }
+        let name = path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
+        guard !name.isEmpty, name != ".", name != ".." else {
+            throw .invalidParams(field: field, "the last component must be a name (not ‘/’, ‘.’ or ‘..’) to create a file")
+        }
+        let directory = String(path.dropLast(name.utf8.count))
+        let checked: RequestPath
+        do throws(ResponseError) {
+            checked = try checkPath(directory.count > 1 ? String(directory.dropLast()) : directory, field: field, mustExist: true)
+        } catch where error.code == .outsideRoots {
+            // The refusal names the path asked for, not its directory.
+            guard let roots else { throw error }
+            do throws(SandboxError) {
+                _ = try roots.resolve(path, mustExist: false)
+            } catch {
+                throw Self.responseError(error, field: field, roots: roots)
+            }
+            throw error
+        }
+        let separator = checked.path.hasSuffix("/") ? "" : "/"
+        return RequestPath(
+            path: checked.path + separator + name, operationPath: checked.operationPath + "/" + name, resolved: checked.resolved)
+    }
+
     /// The same for an optional member; nil when absent.
     func optionalRequestPath(_ params: Params, _ key: String, mustExist: Bool) throws(ResponseError) -> RequestPath? {
         guard try params.optionalString(key) != nil else { return nil }

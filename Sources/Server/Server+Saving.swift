@@ -75,6 +75,11 @@ extension Server {
         let handle = try params.string("document")
         let policy = try params.optionalEnumeration("save", ["ifChanged", "never"]).flatMap(DocumentStore.SavePolicy.init) ?? .ifChanged
         let store = store
+        // A close that will save re-checks the path as document/save does (-32022: nothing is
+        // written, the document stays open).
+        if policy == .ifChanged, roots != nil, (try? await store.document(handle))?.hasUnsavedChanges == true {
+            try await checkDocumentPath(handle, mustExist: false, context)
+        }
         let ticket: ExclusiveTicket
         do throws(DocumentError) {
             ticket = try await store.beginClose(handle, save: policy)
