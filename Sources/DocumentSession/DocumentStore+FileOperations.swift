@@ -214,32 +214,46 @@ extension DocumentStore {
 
     // MARK: - Exporting
 
-    /// Writes the document's current text (saved or not) to `destination` as a save would encode
-    /// it (its encoding, byte order mark and line endings), with ``FileTransfer/write(_:to:replace:)``
-    /// on a thread of its own. The document does not change: not its file, path or unsaved state.
-    /// The file of an open document (this one's included) is not a destination. Answers the
-    /// written file's identity.
-    public func export(_ handle: String, to destination: FileOperand, replace: Bool) async throws(DocumentError) -> FileIdentity {
+    /// Starts an export in request order: the document's current text (saved or not), as an O(1)
+    /// snapshot, with its encoding and byte order mark. The file of an open document (this one's
+    /// included) is not a destination: `.openElsewhere`.
+    public func beginExport(_ handle: String, to destination: FileOperand) throws(DocumentError) -> ExportTicket {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         try checkNotOpen(destination.path)
-        let text = document.buffer, encoding = document.encoding, byteOrderMark = document.hasByteOrderMark
-        let (entry, path) = (destination.entry, destination.path)
+        return ExportTicket(text: document.buffer, encoding: document.encoding, byteOrderMark: document.hasByteOrderMark, destination: destination)
+    }
+
+    /// Writes an export begun by ``beginExport(_:to:)`` on a thread of its own: the text encoded as
+    /// a save encodes it (encoding, byte order mark, the text's own line endings), written with
+    /// ``FileTransfer/write(_:to:replace:)``. The document does not change: not its file, path or
+    /// unsaved state. Answers the written file's identity.
+    public nonisolated static func finishExport(_ ticket: ExportTicket, replace: Bool) async throws(DocumentError) -> FileIdentity {
         let outcome = await runOnOwnThread { () -> Result<FileIdentity, DocumentError> in
+            let (text, encoding, byteOrderMark) = (ticket.text, ticket.encoding, ticket.byteOrderMark)
             var bytes: [UInt8] = []
-            bytes.reserveCapacity(Self.encodedSize(text, encoding: encoding, byteOrderMark: byteOrderMark))
+            bytes.reserveCapacity(encodedSize(text, encoding: encoding, byteOrderMark: byteOrderMark))
             do throws(SaveError) {
                 try text.encode(encoding, byteOrderMark: byteOrderMark) { piece in bytes.append(contentsOf: piece) }
             } catch {
                 return .failure(.save(error))
             }
+            let destination = ticket.destination
             do throws(FileSystemError) {
-                return .success(try FileTransfer.write(bytes, to: entry, replace: replace))
+                return .success(try FileTransfer.write(bytes, to: destination.entry, replace: replace))
             } catch {
-                return .failure(.fileSystem(error.naming(entry, as: path)))
+                return .failure(.fileSystem(error.naming(destination.entry, as: destination.path)))
             }
         }
         return try outcome.get()
     }
+}
+
+/// An export begun in request order: the text as it was then, and where it goes.
+public struct ExportTicket: Sendable {
+    let text: TextBuffer
+    let encoding: TextEncoding
+    let byteOrderMark: Bool
+    let destination: FileOperand
 }
 
 extension FileSystemError {

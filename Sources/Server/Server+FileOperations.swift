@@ -107,12 +107,17 @@ extension Server {
         let target = FileOperand(path: destination.path, entry: destination.entryPath)
         let store = store
         if let handle {
-            // Unknown handles are refused in request order.
-            do throws(DocumentError) { _ = try await store.document(handle) } catch { throw Self.responseError(error, id: context.id) }
+            // The text as of this request: edits sent after it are not exported.
+            let ticket: ExportTicket
+            do throws(DocumentError) {
+                ticket = try await store.beginExport(handle, to: target)
+            } catch {
+                throw Self.responseError(.document(error), id: context.id)
+            }
             return .later {
                 defer { withExtendedLifetime(destination) {} }
                 do throws(DocumentError) {
-                    let written = try await store.export(handle, to: target, replace: replace)
+                    let written = try await DocumentStore.finishExport(ticket, replace: replace)
                     return .success(["uri": .string(FileURI.uri(from: destination.path)), "size": .integer(written.size)])
                 } catch {
                     return .failure(Self.responseError(.document(error), id: context.id))

@@ -313,6 +313,27 @@ struct FileOperationTests {
         try expectQuiet(session)
     }
 
+    @Test("export writes the text as of its request: edits sent right after it are not in the file, and stay unsaved")
+    func exportTextAsOfRequest() throws {
+        let directory = try TestDirectory()
+        let path = try directory.write("a.txt", String(repeating: "line\n", count: 200_000))
+        let session = try Session.documents()
+        try session.open(path, ["includeText": false])
+        let to = directory.file("copy.txt")
+        try session.sendRequest(id: "export", "workspace/export", ["document": "d1", "to": .string(fileURI(to))])
+        for version in 1...5 {
+            try session.sendRequest(id: .string("edit\(version)"), "document/edit", [
+                "document": "d1", "version": .integer(Int64(version)), "edits": [Edit(Position(0, 0), Position(0, 0), "x").json],
+            ])
+        }
+        let exported = try session.server.waitForResponse(id: "export", timeout: e2eTimeout)
+        #expect(exported["result"]?["size"] == .integer(1_000_000))
+        for version in 1...5 { _ = try session.server.waitForResponse(id: .string("edit\(version)"), timeout: e2eTimeout) }
+        #expect(try directory.contents("copy.txt") == Array(String(repeating: "line\n", count: 200_000).utf8))
+        #expect(try session.read("d1").1 == 6)
+        #expect(try session.state("d1")["hasUnsavedChanges"] == true)
+    }
+
     @Test("export a file: a durable copy; an existing destination is -32013 unless replace; the source must be a regular file")
     func exportFile() throws {
         let directory = try TestDirectory()
