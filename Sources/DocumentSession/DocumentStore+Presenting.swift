@@ -363,7 +363,7 @@ extension DocumentStore {
     }
 
     /// Follows the document's file to `newPath` (a rename or move by another program).
-    private func move(_ handle: String, to newPath: String) {
+    func move(_ handle: String, to newPath: String) {
         guard let oldPath = documents[handle]?.path else { return }
         if handleByPath[oldPath] == handle { handleByPath[oldPath] = nil }
         handleByPath[newPath] = handle

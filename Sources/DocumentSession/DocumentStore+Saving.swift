@@ -348,7 +348,7 @@ extension DocumentStore {
     }
 
     /// Forgets a document and reports it closed.
-    private func remove(_ handle: String) {
+    func remove(_ handle: String) {
         guard let closing = documents.removeValue(forKey: handle) else { return }
         stopPresenting(handle)
         autosaveGeneration[handle] = nil

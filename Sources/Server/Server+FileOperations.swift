@@ -3,21 +3,304 @@ import FileStore
 import JSON
 import JSONRPC
 
-// Placeholder: the coordinated file operations (issue 8) are being written on their own branch.
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The coordinated lifecycle and picker operations (protocol §11.4–§11.7): delete, move and rename
+/// a document's file, import a file into a directory, export a document's text or a file. Every
+/// path goes through ``requestPath(_:_:mustExist:)`` (the sandbox roots); the operation acts on the
+/// checked object (a name in a pinned directory) and reports the path recorded.
 extension Server {
+    /// `document/delete`: `{uri | document, discard?}` → `{deleted: true, closed}`.
     func deleteDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        throw ResponseError(.methodNotFound, "document/delete is not available yet")
+        let params = try Params(byName: rawParams, method: "document/delete")
+        let source = try await sourceFile(params)
+        let discard = try params.optionalBool("discard") ?? false
+        try Self.requireRegularFile(source)
+        let file = source.operand
+        let store = store
+        let ticket: FileOperationTicket
+        do throws(FileOperationError) {
+            ticket = try await store.beginDelete(file, discard: discard)
+        } catch {
+            throw Self.responseError(error, id: context.id)
+        }
+        let work: @Sendable () async -> Result<JSONValue, ResponseError> = {
+            defer { withExtendedLifetime(source) {} }
+            do throws(FileOperationError) {
+                let closed = try await store.finishDelete(ticket, file, discard: discard)
+                return .success(["deleted": true, "closed": closed.map { .string($0) } ?? .null])
+            } catch {
+                return .failure(Self.responseError(error, id: context.id))
+            }
+        }
+        // Nothing running on the document: in request order (the unlink runs on a thread of its
+        // own meanwhile). Otherwise after the save, revert or close running on it, off the queue.
+        return ticket.runsAtOnce ? .now(await work()) : .later(work)
     }
+
+    /// `document/move`: `{uri | document, to, replace?}` → `{uri, displayName, fileType, document}`.
     func moveDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        throw ResponseError(.methodNotFound, "document/move is not available yet")
+        let params = try Params(byName: rawParams, method: "document/move")
+        let source = try await sourceFile(params)
+        let destination = try requestPath(params, "to", mustExist: false)
+        let replace = try params.optionalBool("replace") ?? false
+        return try await move(source, to: destination, replace: replace, context)
     }
+
+    /// `document/rename`: `{uri | document, name}` → as `document/move`, in the same directory.
     func renameDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        throw ResponseError(.methodNotFound, "document/rename is not available yet")
+        let params = try Params(byName: rawParams, method: "document/rename")
+        let source = try await sourceFile(params)
+        let name = try Self.fileName(params, "name")
+        let directory = Self.directory(of: source.request.path)
+        let destination = try checkPath(directory == "/" ? "/" + name : directory + "/" + name, field: params.fieldPath("name"), mustExist: false)
+        return try await move(source, to: destination, replace: false, context)
     }
+
+    /// `workspace/import`: `{from, directory, name?, open?}` → `{uri, name, document?}`: a copy of
+    /// `from` in `directory` under `name` or the next free name (`report 2.txt`), never replacing.
     func importFile(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        throw ResponseError(.methodNotFound, "workspace/import is not available yet")
+        let params = try Params(byName: rawParams, method: "workspace/import")
+        let from = try requestPath(params, "from", mustExist: true)
+        let directory = try requestPath(params, "directory", mustExist: true)
+        let name = try params.value("name") == nil ? Document.displayName(forPath: try params.filePath("from")) : Self.fileName(params, "name")
+        let open = try params.optionalBool("open") ?? false
+        try Self.requireCopySource(from, field: params.fieldPath("from"))
+        let store = store
+        return .later {
+            let outcome = await runOnOwnThread { () -> Result<(path: String, identity: FileIdentity), FileSystemError> in
+                do throws(FileSystemError) {
+                    return .success(try FileTransfer.copy(from: from.operationPath, intoDirectory: directory.operationPath, preferredName: name))
+                } catch {
+                    return .failure(error.naming(from.operationPath, as: from.path).naming(directory.operationPath, as: directory.path))
+                }
+            }
+            let copied: String
+            switch outcome {
+            case .success(let (path, _)): copied = Document.displayName(forPath: path)
+            case .failure(let error): return .failure(Self.responseError(.document(.fileSystem(error)), id: context.id))
+            }
+            let path = directory.path == "/" ? "/" + copied : directory.path + "/" + copied
+            var result: JSONObject = ["uri": .string(FileURI.uri(from: path)), "name": .string(copied)]
+            if open {
+                do throws(DocumentError) {
+                    result["document"] = Self.info(try await store.open(path: path, encoding: nil), includeText: true)
+                } catch {
+                    return .failure(Self.responseError(error, id: context.id))
+                }
+            }
+            return .success(.object(result))
+        }
     }
+
+    /// `workspace/export`: `{document | uri, to, replace?}` → `{uri, size}`: a document's current
+    /// text, or a copy of a file, written to `to`.
     func exportFile(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        throw ResponseError(.methodNotFound, "workspace/export is not available yet")
+        let params = try Params(byName: rawParams, method: "workspace/export")
+        try Self.requireOneSource(params)
+        let handle = try params.optionalString("document")
+        let source = handle == nil ? try requestPath(params, "uri", mustExist: true) : nil
+        let destination = try requestPath(params, "to", mustExist: false)
+        let replace = try params.optionalBool("replace") ?? false
+        let target = FileOperand(path: destination.path, entry: destination.entryPath)
+        let store = store
+        if let handle {
+            // The text as of this request: edits sent after it are not exported.
+            let ticket: ExportTicket
+            do throws(DocumentError) {
+                ticket = try await store.beginExport(handle, to: target)
+            } catch {
+                throw Self.responseError(.document(error), id: context.id)
+            }
+            return .later {
+                defer { withExtendedLifetime(destination) {} }
+                do throws(DocumentError) {
+                    let written = try await DocumentStore.finishExport(ticket, replace: replace)
+                    return .success(["uri": .string(FileURI.uri(from: destination.path)), "size": .integer(written.size)])
+                } catch {
+                    return .failure(Self.responseError(.document(error), id: context.id))
+                }
+            }
+        }
+        let from = source!
+        try Self.requireCopySource(from, field: params.fieldPath("uri"))
+        do throws(DocumentError) {
+            try await store.checkNotOpen(destination.path)
+        } catch {
+            throw Self.responseError(error, id: context.id)
+        }
+        return .later {
+            let outcome = await runOnOwnThread { () -> Result<FileIdentity, FileSystemError> in
+                do throws(FileSystemError) {
+                    return .success(try FileTransfer.copy(from: from.operationPath, to: target.entry, replace: replace))
+                } catch {
+                    return .failure(error.naming(from.operationPath, as: from.path).naming(target.entry, as: target.path))
+                }
+            }
+            switch outcome {
+            case .success(let identity):
+                return .success(["uri": .string(FileURI.uri(from: destination.path)), "size": .integer(identity.size)])
+            case .failure(let error):
+                return .failure(Self.responseError(.document(.fileSystem(error)), id: context.id))
+            }
+        }
+    }
+
+    // MARK: - Moving
+
+    /// Moves (or renames) the source file to `destination`, off the queue: the file work (across
+    /// file systems a copy, a flush, then the unlink) runs on a thread of its own, under the lock of
+    /// the file's document if it is open; that document follows (`document/didMove` before the
+    /// response).
+    private func move(_ source: SourceFile, to destination: RequestPath, replace: Bool, _ context: RequestContext) async throws(ResponseError) -> Reply {
+        try Self.requireRegularFile(source)
+        let from = source.operand
+        let to = FileOperand(path: destination.path, entry: destination.entryPath)
+        let store = store
+        let ticket: FileOperationTicket
+        do throws(FileOperationError) {
+            ticket = try await store.beginMove(from, to: to)
+        } catch {
+            throw Self.responseError(error, id: context.id)
+        }
+        return .later {
+            defer { withExtendedLifetime((source, destination)) {} }
+            do throws(FileOperationError) {
+                let moved = try await store.finishMove(ticket, from: from, to: to, replace: replace)
+                return .success([
+                    "uri": .string(FileURI.uri(from: moved.path)),
+                    "displayName": .string(Document.displayName(forPath: moved.path)),
+                    "fileType": .string(FileType.identifier(forPath: moved.path)),
+                    "document": moved.handle.map { .string($0) } ?? .null,
+                ])
+            } catch {
+                return .failure(Self.responseError(error, id: context.id))
+            }
+        }
+    }
+
+    // MARK: - Params
+
+    /// The file a delete, move or rename acts on: `uri`, or the file of the open document
+    /// `document` (exactly one of them), checked against the roots.
+    struct SourceFile: Sendable {
+        /// The path as the client gave it (or the document's path).
+        let given: String
+        let request: RequestPath
+        /// The params member it came from, for errors.
+        let field: String
+        var operand: FileOperand { FileOperand(path: request.path, entry: request.entryPath) }
+    }
+
+    private func sourceFile(_ params: Params) async throws(ResponseError) -> SourceFile {
+        try Self.requireOneSource(params)
+        if try params.optionalString("uri") != nil {
+            let given = try params.filePath("uri")
+            return SourceFile(given: given, request: try requestPath(params, "uri", mustExist: true), field: params.fieldPath("uri"))
+        }
+        let handle = try params.string("document")
+        let document: Document
+        do throws(DocumentError) {
+            document = try await store.document(handle)
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+        let field = params.fieldPath("document")
+        return SourceFile(given: document.path, request: try checkPath(document.path, field: field, mustExist: true), field: field)
+    }
+
+    /// Exactly one of `uri` and `document`.
+    private static func requireOneSource(_ params: Params) throws(ResponseError) {
+        switch (params.value("uri"), params.value("document")) {
+        case (nil, nil): throw .invalidParams(field: params.fieldPath("uri"), "missing (a file URI, or a document handle as `document`, is required)")
+        case (.some, .some): throw .invalidParams(field: params.fieldPath("document"), "give either `uri` or `document`, not both")
+        default: return
+        }
+    }
+
+    /// A plain file name: not empty, `.` or `..`, without `/` or NUL.
+    private static func fileName(_ params: Params, _ key: String) throws(ResponseError) -> String {
+        let name = try params.string(key)
+        if name.isEmpty || name == "." || name == ".." || name.utf8.contains(UInt8(ascii: "/")) || name.utf8.contains(0) {
+            throw .invalidParams(field: params.fieldPath(key), "not a file name (a name is not empty, ‘.’ or ‘..’, and holds no ‘/’ or NUL)")
+        }
+        return name
+    }
+
+    private static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
+        return String(path[..<slash])
+    }
+
+    /// A delete or move acts on regular files only: a directory, a special file or a symbolic link
+    /// (the link itself, named by the request) is -32016.
+    private static func requireRegularFile(_ source: SourceFile) throws(ResponseError) {
+        var status = stat()
+        if lstat(source.given, &status) == 0, status.st_mode & S_IFMT == S_IFLNK {
+            throw notRegularFile(source.given, kind: "symbolic link")
+        }
+        guard lstat(source.request.entryPath, &status) == 0 else {
+            throw fileSystemError(FileSystemError(errno: errno, syscall: "lstat", path: source.request.path))
+        }
+        try requireRegular(status, path: source.request.path)
+    }
+
+    /// A copy's source (symbolic links followed) must be a regular file.
+    private static func requireCopySource(_ source: RequestPath, field: String) throws(ResponseError) {
+        var status = stat()
+        guard stat(source.operationPath, &status) == 0 else {
+            throw fileSystemError(FileSystemError(errno: errno, syscall: "stat", path: source.path))
+        }
+        try requireRegular(status, path: source.path)
+    }
+
+    private static func requireRegular(_ status: stat, path: String) throws(ResponseError) {
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: return
+        case S_IFDIR: throw notRegularFile(path, kind: "directory")
+        default: throw notRegularFile(path, kind: "special file")
+        }
+    }
+
+    /// The -32010 error of a failed system call.
+    private static func fileSystemError(_ detail: FileSystemError) -> ResponseError {
+        ResponseError(.fileSystemError, detail.message, data: detail.json)
+    }
+
+    private static func notRegularFile(_ path: String, kind: String) -> ResponseError {
+        ResponseError(.notRegularFile, "\(path) is a \(kind), not a regular file", data: ["path": .string(path), "kind": .string(kind)])
+    }
+
+    // MARK: - Errors
+
+    /// The wire error of a refused file operation: -32023 for unsaved changes (`data`: `document`,
+    /// `uri`), -32013 for an existing destination (`data`: `uri`), the document errors otherwise.
+    static func responseError(_ error: FileOperationError, id: RequestID) -> ResponseError {
+        switch error {
+        case .unsavedChanges(let handle, let path):
+            return ResponseError(
+                .unsavedChanges,
+                "\(path) is open as document \(handle), which has unsaved changes; save or close it first, or delete with discard to drop them",
+                data: ["document": .string(handle), "uri": .string(FileURI.uri(from: path))])
+        case .document(.fileSystem(let detail)) where detail.errno == EEXIST:
+            return ResponseError(
+                .alreadyExists, "A file already exists at \(detail.path); it was left as it is (ask to replace it, or choose another name)",
+                data: ["uri": .string(FileURI.uri(from: detail.path))])
+        case .document(let error):
+            return responseError(error, id: id)
+        }
     }
 }
+
+extension RequestPath {
+    /// The name to act on when the directory entry itself changes (unlink, rename, replace): with
+    /// roots, the object's name in its pinned directory (`/proc/self/fd/D/name`; the pinned object's
+    /// own `/proc/self/fd/N` is a link that cannot be renamed or unlinked); without, the path.
+    var entryPath: String {
+        guard let resolved, let directory = resolved.parentProcPath else { return operationPath }
+        return directory + "/" + resolved.name
+    }
+}
+
