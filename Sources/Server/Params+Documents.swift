@@ -69,8 +69,8 @@ extension Params {
     }
 
     /// This object as a naming rule `{prefix, style, extension}` for `document/create`.
-    func namingRule() throws(ResponseError) -> NamingRule {
-        let prefix = try optionalString("prefix") ?? ""
+    func namingRule(defaultPrefix: String = "") throws(ResponseError) -> NamingRule {
+        let prefix = try optionalString("prefix") ?? defaultPrefix
         let style = try optionalEnumeration("style", ["sequence", "uuid", "timestamp"]) ?? "sequence"
         let fileExtension = try optionalString("extension")
         do throws(NamingError) {

@@ -62,8 +62,10 @@ extension Server {
         guard let naming = try params.optionalObject("naming") else {
             throw .invalidParams(field: "params.naming", "missing: a directory needs a naming rule ({prefix, style, extension})")
         }
-        let rule = try naming.namingRule()
         let nameFrom = try naming.optionalEnumeration("nameFrom", ["rule", "firstLine"]) ?? "rule"
+        // Named after the text, the rule is only the fallback for a blank text: "Untitled 1.txt"
+        // unless the client gives a prefix.
+        let rule = try naming.namingRule(defaultPrefix: nameFrom == "firstLine" ? "Untitled" : "")
         let directory = try requestPath(params, "directory", mustExist: true)
         defer { withExtendedLifetime(directory) {} }
         do throws(DocumentError) {

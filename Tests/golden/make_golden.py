@@ -199,6 +199,36 @@ SESSIONS: dict[str, dict[str, Any]] = {
             ("req", "document/read", {"document": "d1"}),
         ] + ENDED,
     },
+    # The workspace (README §11): roots narrowed by initialize, naming rules, a query, and the
+    # coordinated operations with their refusals (-32022, -32023, -32024).
+    "workspace": {
+        "fixtures": {"inside/a.txt": b"alpha\n", "inside/sub/keep.txt": b"keep\n", "outside.txt": b"out\n"},
+        "steps": [
+            ("req", "initialize", {"initializationOptions": {"roots": [uri("inside")]}}),
+            ("note", "initialized", None),
+            ("req", "document/open", {"uri": uri("outside.txt")}),  # -32022
+            ("req", "document/open", {"uri": uri("inside/../outside.txt")}),  # -32022: '..' out
+            ("req", "document/create", {"directory": uri("inside"), "naming": {"prefix": "Note", "extension": "txt"}, "text": "one\n"}),
+            ("req", "document/create", {"directory": uri("inside"), "naming": {"prefix": "Note", "extension": "txt"}, "text": "two\n"}),
+            ("req", "document/create", {"directory": uri("inside"), "naming": {"extension": "md", "nameFrom": "firstLine"}, "text": "Shopping list\nmilk\n"}),
+            ("req", "document/create", {"directory": uri("inside"), "naming": {"prefix": "a/b"}}),  # -32602 names the prefix
+            ("req", "workspace/query", {"root": uri("inside"), "glob": "**/*.txt"}),
+            ("req", "workspace/query", {"root": uri("inside"), "recursive": False, "watch": True}),
+            ("req", "workspace/stopQuery", {"query": "q1"}),
+            ("req", "workspace/stopQuery", {"query": "q1"}),  # -32024: stopped already
+            edit("d1", 1, 0, 0, "edited "),
+            ("req", "document/delete", {"document": "d1"}),  # -32023: unsaved changes
+            ("req", "document/delete", {"document": "d1", "discard": True}),
+            ("req", "document/rename", {"document": "d2", "name": "Second.txt"}),
+            ("req", "document/move", {"document": "d2", "to": uri("inside/sub/Second.txt")}),
+            ("req", "document/move", {"uri": uri("inside/a.txt"), "to": uri("inside/sub/keep.txt")}),  # -32013
+            ("req", "workspace/import", {"from": uri("inside/a.txt"), "directory": uri("inside/sub")}),
+            ("req", "workspace/import", {"from": uri("inside/a.txt"), "directory": uri("inside/sub")}),  # a 2.txt
+            ("req", "workspace/export", {"document": "d3", "to": uri("inside/export.md")}),
+            ("req", "workspace/export", {"document": "d3", "to": uri("inside/export.md")}),  # -32013
+            ("req", "workspace/export", {"document": "d3", "to": uri("outside-export.md")}),  # -32022
+        ] + ENDED,
+    },
     # Earlier versions: listed, read, restored; unknown ids.
     "versions": {
         "fixtures": {"notes.txt": NOTES},
@@ -296,6 +326,7 @@ def make(name: str, session: dict[str, Any]) -> None:
         root = Path(temporary) / "root"
         root.mkdir()
         for file, content in session["fixtures"].items():
+            (root / file).parent.mkdir(parents=True, exist_ok=True)
             (root / file).write_bytes(content)
         record = Path(temporary) / "record.jsonl"
         server = Server(root, record)
@@ -362,6 +393,7 @@ def make(name: str, session: dict[str, Any]) -> None:
         if session["fixtures"]:
             files.mkdir()
             for file, content in session["fixtures"].items():
+                (files / file).parent.mkdir(parents=True, exist_ok=True)
                 (files / file).write_bytes(content)
         print(f"{name}.jsonl: {len(lines)} records")
 
