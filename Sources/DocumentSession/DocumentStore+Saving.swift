@@ -93,9 +93,11 @@ extension DocumentStore {
             change(handle, reason: .saveFailed, error: .save(error), autosave: autosave, always: true) { _ in }
             throw .save(error)
         }
+        var directoryGuard: (@Sendable (Int32) -> Bool)? = nil
+        if let roots { directoryGuard = { descriptor in roots.holds(descriptor: descriptor) } }
         let request = SafeSave.Request(
             path: newPath ?? document.path, expected: newPath == nil ? document.identity : nil,
-            force: force, createOnly: newPath != nil && !force)
+            force: force, createOnly: newPath != nil && !force, directoryGuard: directoryGuard)
         let snapshot = text.snapshot
         let (encoding, byteOrderMark) = (text.encoding, text.byteOrderMark)
         let total = Self.encodedSize(snapshot, encoding: encoding, byteOrderMark: byteOrderMark)

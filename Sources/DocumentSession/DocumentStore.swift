@@ -30,6 +30,8 @@ public actor DocumentStore {
     /// The thread the store runs on: the server's loop, which also reads, dispatches and writes,
     /// so that a request never switches threads. Blocking work never runs on it.
     nonisolated let executor: LoopExecutor
+    /// The sandbox roots every save must stay beneath (checked on the directory it opens), if any.
+    var roots: SandboxRoots?
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -55,6 +57,9 @@ public actor DocumentStore {
         presenter.continuation?.finish()
         presenter.watcher?.stop()
     }
+
+    /// Sets the sandbox roots that saves (requested, autosaves, a close's) must stay beneath.
+    public func setRoots(_ roots: SandboxRoots?) { self.roots = roots }
 
     /// The number of open documents.
     public var count: Int { documents.count }

@@ -19,6 +19,9 @@ public enum SaveError: Error, Sendable, Equatable {
     case unencodable(offset: Int, scalar: UInt32, encoding: TextEncoding)
     /// The caller cancelled before the file was replaced.
     case cancelled
+    /// The directory the save would write in is not beneath the sandbox roots (checked on the
+    /// opened directory, so nothing renamed or swapped in after a check can redirect the write).
+    case outsideRoots(path: String, directory: String)
 }
 
 /// Where a save's bytes go: the content producer calls ``write(_:)`` with the file's bytes in order,
@@ -120,11 +123,19 @@ public enum SafeSave {
         /// Never replace an existing file (save-as to a new path): `.alreadyExists` instead.
         public var createOnly: Bool
 
-        public init(path: String, expected: FileIdentity?, force: Bool = false, createOnly: Bool = false) {
+        /// With sandbox roots: answers whether the opened directory the save is about to write in
+        /// lies beneath them; the save writes nothing when it does not.
+        public var directoryGuard: (@Sendable (Int32) -> Bool)?
+
+        public init(
+            path: String, expected: FileIdentity?, force: Bool = false, createOnly: Bool = false,
+            directoryGuard: (@Sendable (Int32) -> Bool)? = nil
+        ) {
             self.path = path
             self.expected = expected
             self.force = force
             self.createOnly = createOnly
+            self.directoryGuard = directoryGuard
         }
     }
 
@@ -160,6 +171,10 @@ public enum SafeSave {
         let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard directoryFD >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "open", path: directory)) }
         defer { close(directoryFD) }
+        // With sandbox roots, the directory as opened (everything below acts through it).
+        if let directoryGuard = request.directoryGuard, !directoryGuard(directoryFD) {
+            throw .outsideRoots(path: request.path, directory: directory)
+        }
         // 13. One save at a time per directory across processes (in-process the document store
         // runs one save per document): an advisory lock on the directory, never on the target,
         // whose inode the rename replaces. It also tells the sweep that no save of ours is running.

@@ -429,6 +429,14 @@ public final class SandboxRoots: Sendable {
         return try Self.result(parent: parent, name: top.name, object: object, path: path)
     }
 
+    /// Whether what `descriptor` holds (already open) lies beneath a root now, by the kernel's own
+    /// path of it: a check with no window between it and the use of the descriptor.
+    public func holds(descriptor: Int32) -> Bool {
+        guard let path = Self.descriptorPath(descriptor), path.hasPrefix("/") else { return false }
+        let real = Self.components(path)
+        return roots.contains { root in Self.hasPrefix(real, Self.components(Self.descriptorPath(root.descriptor) ?? root.realPath)) }
+    }
+
     /// Refuses a result that is not inside the roots after all, or not a directory when the path
     /// ended with a slash.
     private func check(_ resolved: ResolvedPath, path: String, trailingSlash: Bool) throws(SandboxError) {

@@ -101,6 +101,11 @@ extension Server {
             return ResponseError(
                 .unencodable, "The text holds \(name) (at UTF-8 offset \(offset)), which \(encoding.rawValue) cannot represent; save as another encoding",
                 data: ["offset": .integer(Int64(offset)), "character": .string(name), "encoding": .string(encoding.rawValue)])
+        case .save(.outsideRoots(let path, let directory)):
+            let reason = "the directory it would be written in, \(directory), is not beneath the roots now (renamed or swapped since it was checked?); nothing was written"
+            return ResponseError(
+                .outsideRoots, "\(field): \(path): \(reason)",
+                data: ["field": .string(field), "uri": .string(FileURI.uri(from: path)), "reason": .string(reason)])
         case .save(.cancelled):
             return .cancelled(id)
         case .editingDisabled(let handle, let reason):

@@ -46,6 +46,7 @@ extension Server {
 
         positionEncoding = chosen
         if let narrowedRoots { roots = narrowedRoots }
+        await store.setRoots(roots)
         if let traceLevel { trace = TraceLevel(rawValue: traceLevel) ?? .off }
         lifecycle = .running
         await store.setAutosave(autosave)

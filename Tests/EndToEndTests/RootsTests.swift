@@ -389,4 +389,33 @@ struct RootsTests {
         #expect(layout.text(layout.out + "/f.txt") == "OUTSIDE\n")
         try session.shutdownAndExit()
     }
+
+    @Test("an autosave after the document's directory was swapped for a symlink out writes nothing outside: saveFailed with the -32022 detail")
+    func autosaveAfterSwap() throws {
+        let layout = try Layout()
+        let root = layout.root
+        try FileManager.default.createDirectory(atPath: root + "/d", withIntermediateDirectories: false)
+        try layout.directory.write("r/d/f.txt", "INSIDE\n")
+        try layout.directory.write("out/f.txt", "OUTSIDE\n")
+        // Unwatched: the watcher would follow the moved directory (and the document with it).
+        let session = try layout.session(
+            ["--no-watch"], initialize: ["initializationOptions": ["autosave": ["policy": "afterDelay", "delay": 300]]])
+        _ = try session.open(root + "/d/f.txt")
+        #expect(rename(root + "/d", root + "/d.moved") == 0)
+        try layout.symlink(layout.out, root + "/d")
+        // The edit starts the autosave's delay; the swap is already in place when it fires.
+        try session.edit("d1", version: 1, [Edit(whole: "CHANGED\n")])
+        var failed: JSONValue? = nil
+        let deadline = ContinuousClock.now + .seconds(10)
+        while failed == nil, ContinuousClock.now < deadline {
+            failed = try session.takeStateChanges(atLeast: 1).first { $0["params"]?["reason"] == "saveFailed" }
+        }
+        let params = try #require(failed?["params"], "no saveFailed after the autosave")
+        #expect(params["autosave"] == true)
+        #expect(params["error"]?["code"] == "outsideRoots", "\(params.jsonText)")
+        #expect(layout.text(layout.out + "/f.txt") == "OUTSIDE\n")
+        #expect(layout.text(root + "/d.moved/f.txt") == "INSIDE\n")
+        #expect(layout.outNames == ["f.txt", "secret.txt"])
+        try session.shutdownAndExit()
+    }
 }

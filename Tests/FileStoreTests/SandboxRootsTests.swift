@@ -104,6 +104,29 @@ private let resolvers: [SandboxRoots.Resolver] = [.openat2, .walk]
 
 @Suite("SandboxRoots: paths resolved beneath the roots, with openat2 and with the walk")
 struct SandboxRootsTests {
+    @Test("holds(descriptor:) answers where an open descriptor is now: inside, outside, and after its directory moved out")
+    func holdsDescriptor() throws {
+        let tree = SandboxTree()
+        let roots = try tree.roots(.openat2)
+        let inside = open(tree.root + "/a", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let outside = open(tree.outside, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { close(inside); close(outside) }
+        #expect(roots.holds(descriptor: inside))
+        #expect(!roots.holds(descriptor: outside))
+        // The same descriptor, once its directory has been moved out of the root, is outside.
+        #expect(rename(tree.root + "/a", tree.outside + "/a") == 0)
+        #expect(!roots.holds(descriptor: inside))
+        // And a save guarded by it writes nothing there.
+        let target = tree.outside + "/a/file.txt"
+        #expect(throws: SaveError.outsideRoots(path: target, directory: tree.outside + "/a")) {
+            try SafeSave.save(
+                SafeSave.Request(path: target, expected: nil, force: true, directoryGuard: { roots.holds(descriptor: $0) })
+            ) { (sink) throws(SaveError) in try sink.write(Array("written".utf8)) }
+        }
+        #expect(contents(of: target) == "inside")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tree.outside + "/a").allSatisfy { !$0.hasPrefix(".docsession") })
+    }
+
     @Test("openat2 is available here and the C wrapper refuses an escape with EXDEV", .enabled(if: SandboxRoots.openat2Available))
     func openat2Wrapper() {
         let tree = SandboxTree()
