@@ -208,8 +208,9 @@ extension DocumentStore {
         let encoding = document.encoding
         let current = document.buffer
         let base = presenter.conflicts[handle]?.text ?? document.syncedText
+        let readGuard = readGuard
         let loaded = await runOnOwnThread { () -> Result<DiskText, DocumentError> in
-            Self.loadText(path: path, encoding: encoding).map { buffer, file in
+            Self.loadText(path: path, encoding: encoding, fileGuard: readGuard).map { buffer, file in
                 // The comparisons and the edits a reload would make, worked out here rather than
                 // on the actor (each is O(n)).
                 let equalsCurrent = buffer == current

@@ -240,8 +240,9 @@ extension DocumentStore {
         // Edits are refused meanwhile, so the text stays this one: the difference between it and
         // the file's is worked out on the loading thread too, not on the actor (it is O(n)).
         let current = document.buffer
+        let readGuard = readGuard
         let loaded = await runOnOwnThread { () -> Result<(TextBuffer, LoadedText, AppliedEdit?), DocumentError> in
-            Self.loadText(path: path, encoding: encoding).map { buffer, file in
+            Self.loadText(path: path, encoding: encoding, fileGuard: readGuard).map { buffer, file in
                 (buffer, file, Self.difference(from: current, to: buffer))
             }
         }

@@ -58,8 +58,15 @@ public actor DocumentStore {
         presenter.watcher?.stop()
     }
 
-    /// Sets the sandbox roots that saves (requested, autosaves, a close's) must stay beneath.
+    /// Sets the sandbox roots that saves (requested, autosaves, a close's) and re-reads (the
+    /// watcher's checks, reverts) must stay beneath.
     public func setRoots(_ roots: SandboxRoots?) { self.roots = roots }
+
+    /// With roots: a check of a file already opened for reading, that it lies beneath them.
+    var readGuard: (@Sendable (Int32) -> Bool)? {
+        guard let roots else { return nil }
+        return { descriptor in roots.holds(descriptor: descriptor) }
+    }
 
     /// The number of open documents.
     public var count: Int { documents.count }
@@ -171,11 +178,11 @@ public actor DocumentStore {
     /// thread of its own.
     static func loadText(
         path: String, encoding: TextEncoding?, progress: @escaping @Sendable (Int, Int) -> Void = { _, _ in },
-        isCancelled: @escaping @Sendable () -> Bool = { false }
+        isCancelled: @escaping @Sendable () -> Bool = { false }, fileGuard: (@Sendable (Int32) -> Bool)? = nil
     ) -> Result<(TextBuffer, LoadedText), DocumentError> {
         do throws(LoadError) {
             let (parts, loaded) = try TextFileLoader.loadInParts(
-                path: path, encoding: encoding, progress: progress, isCancelled: isCancelled,
+                path: path, encoding: encoding, progress: progress, isCancelled: isCancelled, fileGuard: fileGuard,
                 startingWith: TextBuffer()
             ) { buffer, piece in
                 // The loader hands over well-formed UTF-8 only: straight into chunks.

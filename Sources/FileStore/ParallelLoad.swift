@@ -31,12 +31,14 @@ extension TextFileLoader {
         minimumSplitSize: Int = defaultMinimumSplitSize,
         progress: @escaping @Sendable (_ done: Int, _ total: Int) -> Void = { _, _ in },
         isCancelled: @escaping @Sendable () -> Bool = { false },
+        fileGuard: (@Sendable (Int32) -> Bool)? = nil,
         startingWith initial: Part,
         consume: @escaping @Sendable (inout Part, UnsafeBufferPointer<UInt8>) -> Void
     ) throws(LoadError) -> (parts: [Part], loaded: LoadedText) {
         try loadInParts(
             path: path, encoding: requested, pieceSize: pieceSize, minimumSplitSize: minimumSplitSize,
-            splitOffset: nil, progress: progress, isCancelled: isCancelled, startingWith: initial, consume: consume)
+            splitOffset: nil, progress: progress, isCancelled: isCancelled, fileGuard: fileGuard,
+            startingWith: initial, consume: consume)
     }
 
     /// The same, with the split at `splitOffset` when it is given (for tests: any offset past a BOM
@@ -49,10 +51,11 @@ extension TextFileLoader {
         splitOffset: Int?,
         progress: @escaping @Sendable (_ done: Int, _ total: Int) -> Void,
         isCancelled: @escaping @Sendable () -> Bool,
+        fileGuard: (@Sendable (Int32) -> Bool)? = nil,
         startingWith initial: Part,
         consume: @escaping @Sendable (inout Part, UnsafeBufferPointer<UInt8>) -> Void
     ) throws(LoadError) -> (parts: [Part], loaded: LoadedText) {
-        let (fd, status) = try openRegularFile(path)
+        let (fd, status) = try openRegularFile(path, fileGuard: fileGuard)
         defer { close(fd) }
         let total = Int(status.st_size)
         if total >= minimumSplitSize, requested == nil || requested == .utf8,

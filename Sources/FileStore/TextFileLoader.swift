@@ -26,6 +26,9 @@ public enum LoadError: Error, Sendable, Equatable {
     case notRegularFile(path: String, kind: String)
     /// The caller cancelled the load.
     case cancelled
+    /// With sandbox roots: the file opened is not beneath them (a directory of its path was
+    /// swapped for a symlink pointing out); nothing was read.
+    case outsideRoots(path: String)
 }
 
 /// Reads a text file in pieces, decoding it to UTF-8 as it goes, so that a large file is never held
@@ -50,9 +53,15 @@ public enum TextFileLoader {
     }
 
     /// Opens `path` for reading and checks that it names a regular file.
-    static func openRegularFile(_ path: String) throws(LoadError) -> (fd: Int32, status: stat) {
+    static func openRegularFile(_ path: String, fileGuard: (@Sendable (Int32) -> Bool)? = nil) throws(LoadError) -> (fd: Int32, status: stat) {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "open", path: path)) }
+        // With sandbox roots, the file as opened must lie beneath them (checked on the descriptor
+        // that is then read, so no swap after the check can redirect the read).
+        if let fileGuard, !fileGuard(fd) {
+            close(fd)
+            throw .outsideRoots(path: path)
+        }
         var status = stat()
         guard fstat(fd, &status) == 0 else {
             let error = FileSystemError(errno: errno, syscall: "fstat", path: path)

@@ -72,6 +72,11 @@ extension Server {
                 data: ["path": .string(path), "offset": .integer(Int64(offset)), "encoding": .string(encoding.rawValue)])
         case .load(.notRegularFile(let path, let kind)):
             return ResponseError(.notRegularFile, "\(path) is a \(kind), not a regular file", data: ["path": .string(path), "kind": .string(kind)])
+        case .load(.outsideRoots(let path)):
+            let reason = "the file opened to read it is not beneath the roots now (a directory of its path renamed or swapped since it was checked?); nothing was read"
+            return ResponseError(
+                .outsideRoots, "\(field): \(path): \(reason)",
+                data: ["field": .string(field), "uri": .string(FileURI.uri(from: path)), "reason": .string(reason)])
         case .load(.cancelled):
             return .cancelled(id)
         case .alreadyExists(let path):

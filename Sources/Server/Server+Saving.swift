@@ -137,7 +137,7 @@ extension Server {
         case .save(.unencodable): return "unencodable"
         case .save(.notRegularFile), .load(.notRegularFile): return "notRegularFile"
         case .save(.alreadyExists), .alreadyExists, .openElsewhere: return "alreadyExists"
-        case .save(.outsideRoots), .pathChanged: return "outsideRoots"
+        case .save(.outsideRoots), .load(.outsideRoots), .pathChanged: return "outsideRoots"
         case .load(.notText): return "notText"
         case .save(.cancelled), .load(.cancelled): return "cancelled"
         default: return "error"
