@@ -25,18 +25,11 @@ soak:
 	DOCSESSION_SOAK_ROUNDS=$(or $(SOAK_ROUNDS),500) DOCSESSION_SOAK_MB=$(or $(SOAK_MB),20) \
 	  DOCSESSION_BIN="$$(swift build --show-bin-path)/docsession" python3 -m pytest -q -s Tests/faults/test_kill_soak.py
 
-# Every side-by-side ratio of Benchmarks/ (see Benchmarks/README.md), on the release server; a
-# few minutes. Quote runs from a quiet machine.
-BENCH = swift run -c release --package-path Benchmarks --scratch-path Benchmarks/.build
+# Every side-by-side benchmark of Benchmarks/ (see Benchmarks/README.md) on the release server, and
+# one table of every figure at the end (scripts/bench); about ten minutes. Quote runs from a quiet
+# machine.
 bench:
-	scripts/bootstrap && swift build -c release
-	$(BENCH) BufferRatios
-	$(BENCH) OpenRatios
-	$(BENCH) SaveRatios
-	$(BENCH) EditLatency
-	$(BENCH) CodecRatios 5
-	$(BENCH) ProtocolRatios --trace automerge-paper,rustcode --edits 30000 --rounds 3
-	$(BENCH) NeovimPeer --trace automerge-paper --edits 30000 --rounds 3 --save-rounds 5
+	scripts/bench
 
 clean:
 	rm -rf .build Fuzz/.build

@@ -78,7 +78,7 @@ let package = Package(
         .target(name: "CodecFloor", linkerSettings: [.linkedLibrary("json-c")]),
         // The JSON codec per message (parse a request, build and serialise a response) / CodecFloor.
         .executableTarget(name: "CodecRatios", dependencies: [
-            "CodecFloor",
+            "CodecFloor", "BufferWorkloads",
             .product(name: "JSON", package: "docsession"),
             .product(name: "JSONRPC", package: "docsession"),
         ]),

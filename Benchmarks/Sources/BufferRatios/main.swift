@@ -48,6 +48,7 @@ func measure(_ title: String, goal: String, _ numerator: () -> Void, _ denominat
     let padded = title.padding(toLength: max(title.count, 48), withPad: " ", startingAt: 0)
     print(padded + String(format: "  median %.3f  (goal %@)  times %.1f ms / %.1f ms  rounds [%@]",
                           median(ratios), goal, median(tops) * 1000, median(bottoms) * 1000, list))
+    tableRow(title, ratios, goal: goal)
 }
 
 let trace = try EditingTrace.load("automerge-paper")

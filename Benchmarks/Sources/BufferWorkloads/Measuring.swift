@@ -58,3 +58,32 @@ public func releaseServerPath(given: String?) -> String {
     }
     fatalError("no docsession binary: build it with `swift build -c release` in the repository root, or pass --server PATH")
 }
+
+/// One row of `make bench`'s combined table, printed as `table| figure | median | spread | goal |
+/// verdict` among a program's own output; `scripts/bench` collects the rows of every program into
+/// one table. `goal` is `<= X`, `>= X`, `< X` or `-` (no goal: shown for context).
+public func tableRow(_ figure: String, _ values: [Double], goal: String, format: String = "%.3f") {
+    guard !values.isEmpty else { return }
+    let sorted = values.sorted()
+    let middle = median(values)
+    var verdict = "-"
+    let parts = goal.split(separator: " ")
+    if parts.count == 2, let bound = Double(parts[1]) {
+        let met: Bool
+        switch parts[0] {
+        case "<=": met = middle <= bound
+        case ">=": met = middle >= bound
+        case "<": met = middle < bound
+        case ">": met = middle > bound
+        default: met = false
+        }
+        verdict = met ? "met" : "MISSED"
+    }
+    print("table| \(figure) | " + String(format: format, middle) + " | " + String(format: format, sorted.first!) + "-"
+        + String(format: format, sorted.last!) + " | \(goal) | \(verdict)")
+}
+
+/// The system's load averages over 1, 5 and 15 minutes, as /proc/loadavg gives them.
+public func loadAverage() -> String {
+    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)).map { $0.split(separator: " ").prefix(3).joined(separator: " ") } ?? "?"
+}

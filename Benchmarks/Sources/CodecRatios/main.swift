@@ -30,6 +30,7 @@
 //         [--only NAME ours|proposed|floor N]  run one side of one kind N times and stop (callgrind, perf)
 
 import CodecFloor
+import BufferWorkloads
 import JSON
 import JSONRPC
 
@@ -71,20 +72,10 @@ func now() -> Double {
     return Double(spec.tv_sec) + Double(spec.tv_nsec) * 1e-9
 }
 
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    let middle = sorted.count / 2
-    return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-}
 
 /// Keeps results alive so that nothing is optimised away.
 nonisolated(unsafe) var sink: UInt64 = 0
 
-func loadAverage() -> String {
-    var loads = [Double](repeating: 0, count: 3)
-    guard getloadavg(&loads, 3) == 3 else { return "?" }
-    return loads.map { String(format2($0)) }.joined(separator: " ")
-}
 
 func format2(_ value: Double) -> String {
     let hundredths = Int((value * 100).rounded())
@@ -503,6 +494,9 @@ print("|---|---|---|---|---|---|")
 for outcome in outcomes {
     let ratios = outcome.ratios.sorted()
     print("| \(outcome.kind.label) | \(outcome.kind.messageBytes) | \(microseconds(median(outcome.ours))) | \(microseconds(median(outcome.floor))) | **\(format2(median(outcome.ratios)))** | \(format2(ratios.first!)) - \(format2(ratios.last!)) |")
+}
+for outcome in outcomes {
+    tableRow("JSON codec / raw json-c: \(outcome.kind.label)", outcome.ratios, goal: "<= 2", format: "%.2f")
 }
 if proposedToo {
     print("")

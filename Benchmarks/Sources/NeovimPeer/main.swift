@@ -94,9 +94,6 @@ func nvimPath() -> String {
     fatalError("no nvim on PATH: pass --nvim PATH")
 }
 
-func loadAverage() -> String {
-    ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
-}
 
 func commandOutput(_ executable: String, _ arguments: [String]) -> String {
     let process = Process()
@@ -295,6 +292,8 @@ if !noEdits {
         lines.append(String(format: "  pipelined (window %d): Neovim %.2f µs/edit (%.0f edits/s), ours %.2f µs/edit (%.0f edits/s); ratio ",
                             window, mNP / 1000, 1e9 / mNP, mOP / 1000, 1e9 / mOP)
             + spread(pipeRatios, "%.2f") + " (goal >= 1): " + (median(pipeRatios) >= 1 ? "met" : "MISSED"))
+        tableRow("our edits/s / Neovim's, synchronous, \(name), \(placement) processor(s)", syncRatios, goal: ">= 3", format: "%.2f")
+        tableRow("our edits/s / Neovim's, pipelined, \(name), \(placement) processor(s)", pipeRatios, goal: ">= 1", format: "%.2f")
         for kind in ["Neovim sync", "ours sync", "Neovim pipelined", "ours pipelined"] {
             if let cost = costs["\(name) \(kind)"] {
                 lines.append(String(format: "  %@: the peer's processor time %.1f µs/edit, %.2f context switches/edit (medians)",
@@ -365,6 +364,7 @@ if saveRounds > 0, let neovim, let ours {
             fatalError("file sizes: Neovim's \(a.st_size), ours \(b.st_size), text \(text.count)")
         }
         let ratios = zip(ourTimes, nvimTimes).map { $0 / $1 }
+        tableRow("save \(label): ours / Neovim's :write with fsync", ratios, goal: "-", format: "%.2f")
         let line = "save \(label) (\(text.count) bytes): Neovim :write " + spread(nvimTimes, "%.2f") + " ms, ours "
             + spread(ourTimes, "%.2f") + " ms; ours / Neovim " + spread(ratios, "%.2f")
         say(line)

@@ -346,6 +346,7 @@ print(String(format: "open time / read + count '\\n'   median %.2f  (goal <= 2) 
              median(ratios), ratios.min()!, ratios.max()!, median(opens) * 1000, median(floors) * 1000,
              Double(fileSize) / median(opens) / 1e9, Double(fileSize) / median(floors) / 1e9))
 print("    rounds [\(list(ratios, "%.2f"))]")
+tableRow("open 100 MB / read + count newlines (C)", ratios, goal: "<= 2", format: "%.2f")
 print(String(format: "open in parts / read + count     median %.2f  (goal <= 2)  spread %.2f-%.2f  times %.1f ms (%.2f GB/s; TextFileLoader.loadInParts on two threads, TextBuffer(concatenating:))",
              median(partsRatios), partsRatios.min()!, partsRatios.max()!, median(partsOpens) * 1000,
              Double(fileSize) / median(partsOpens) / 1e9))
@@ -399,6 +400,7 @@ print(String(format: "open peak RSS / file size        median %.3f  (goal <= 1.3
              median(peaks), peaks.min()!, peaks.max()!, median(peaks) * Double(fileSize) / 1e6,
              median(residents) / 1e6, median(floorPeaks) / 1e6))
 print("    rounds [\(list(peaks, "%.3f"))]")
+tableRow("open: peak RSS / file size", peaks, goal: "<= 1.3")
 print(String(format: "open in parts peak RSS / size    median %.3f  (goal <= 1.3)  spread %.3f-%.3f  (peak growth %.1f MB; resident after the open %.1f MB)",
              median(partsPeaks), partsPeaks.min()!, partsPeaks.max()!, median(partsPeaks) * Double(fileSize) / 1e6,
              median(partsResidents) / 1e6))

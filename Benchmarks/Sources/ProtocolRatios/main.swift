@@ -66,9 +66,6 @@ if let only, only != "sync", only != "pipelined" { fatalError("--only takes sync
 guard options.remaining.isEmpty else { fatalError("unknown arguments: \(options.remaining)") }
 
 
-func loadAverage() -> String {
-    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)).map { $0.split(separator: " ").prefix(3).joined(separator: " ") } ?? "?"
-}
 
 func medianInt(_ values: [Int]) -> Int { values.sorted()[values.count / 2] }
 
@@ -328,6 +325,7 @@ for result in results {
     if !result.ratioSync.isEmpty {
         let m = median(result.ratioSync)
         print("  figure 2: ours / floor, synchronous   " + spread(result.ratioSync, "%.3f") + " (goal >= 0.3): " + (m >= 0.3 ? "met" : "MISSED"))
+        tableRow("synchronous edits / C pipe ping-pong, \(result.name), \(placement) processor(s)", result.ratioSync, goal: ">= 0.3")
     }
     if !result.oursPipelined.isEmpty {
         print("  ours pipelined   " + spread(result.oursPipelined, "%.0f") + " edits/s, " + spread(result.oursPipelined.map { 1e6 / $0 }, "%.2f") + " µs/edit")
@@ -337,5 +335,6 @@ for result in results {
     }
     if !result.ratioPipelined.isEmpty {
         print("  ours / floor, pipelined (window \(window))   " + spread(result.ratioPipelined, "%.3f"))
+        tableRow("pipelined edits / C pipe ping-pong, \(result.name), \(placement) processor(s)", result.ratioPipelined, goal: "-")
     }
 }

@@ -351,6 +351,7 @@ for size in sizes {
     precondition(sink != 0)
 
     let ratio = median(ratios)
+    defer { tableRow(String(format: "save %.0f KB / the C save floor", megabytes * 1000), ratios, goal: "<= 1.2") }
     print(String(format: "\n%.1f KB: DocumentStore.save / save_floor  median of rounds %.3f  (goal <= 1.2)  spread %.2f-%.2f  ratio of medians %.3f",
                  megabytes * 1000, ratio, ratios.min()!, ratios.max()!, median(ours) / median(floors)))
     print(String(format: "    CPU time (process, every thread) ours / floor  median of rounds %.3f  spread %.2f-%.2f; medians: ours %@ ms, floor %@ ms, SafeSave(rope) %@ ms, SafeSave(flat) %@ ms",
