@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "EditingTraces", targets: ["EditingTraces"]),
         .library(name: "FileStore", targets: ["FileStore"]),
         .library(name: "DocumentSession", targets: ["DocumentSession"]),
+        .library(name: "Execution", targets: ["Execution"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),

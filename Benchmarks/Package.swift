@@ -52,6 +52,7 @@ let package = Package(
         .executableTarget(name: "SaveRatios", dependencies: [
             "SaveFloor", "BufferWorkloads",
             .product(name: "DocumentSession", package: "docsession"),
+            .product(name: "Execution", package: "docsession"),
             .product(name: "FileStore", package: "docsession"),
             .product(name: "TextBuffer", package: "docsession"),
         ]),
