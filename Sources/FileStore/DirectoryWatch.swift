@@ -125,7 +125,7 @@ public final class DirectoryWatch: Sendable {
 
 // MARK: - The core
 
-private struct SharedState: ~Copyable {
+private struct SharedState: WatcherThreadState, ~Copyable {
     var stopped = false
     var thread: pthread_t?
     /// Set when `stop` was called on the watch's own thread: the thread closes the descriptors.
@@ -274,31 +274,7 @@ final class DirectoryWatchCore: @unchecked Sendable {
     }
 
     func stop() {
-        enum Action { case none, join(pthread_t), detach(pthread_t) }
-        let action: Action = shared.withLock { state in
-            guard !state.stopped else { return .none }
-            state.stopped = true
-            guard let thread = state.thread else { return .none }
-            state.thread = nil
-            if pthread_equal(thread, pthread_self()) != 0 {
-                state.closeOnExit = true
-                return .detach(thread)
-            }
-            return .join(thread)
-        }
-        switch action {
-        case .none:
-            return
-        case .detach(let thread):
-            pthread_detach(thread)
-        case .join(let thread):
-            var one: UInt64 = 1
-            _ = write(wake, &one, 8)
-            pthread_join(thread, nil)
-            // Closing the inotify descriptor removes its watches.
-            close(inotify)
-            close(wake)
-        }
+        _ = stopWatcherThread(shared, wake: wake, inotify: inotify)
     }
 
     // MARK: The watch's thread

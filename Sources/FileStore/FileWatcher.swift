@@ -173,7 +173,52 @@ public final class FileWatcher: Sendable {
 // MARK: - The shared state
 
 /// What the registering threads and the watcher's thread share, under one lock.
-private struct Registry: ~Copyable {
+/// What a watcher's thread shares with its `stop()` (``stopWatcherThread(_:wake:inotify:)``).
+protocol WatcherThreadState: ~Copyable {
+    /// `stop()` has begun.
+    var stopped: Bool { get set }
+    /// The thread, until `stop()` takes it.
+    var thread: pthread_t? { get set }
+    /// `stop()` ran on the thread itself (from the handler): the thread closes the descriptors
+    /// when it returns.
+    var closeOnExit: Bool { get set }
+}
+
+/// Stops a watcher's thread (FileWatcher's, DirectoryWatch's): once only; from another thread it
+/// wakes the thread through `wake`, joins it and closes `inotify` (which removes its watches) and
+/// `wake`, and answers true; from the thread itself (its handler called `stop()`) it detaches it,
+/// leaving the descriptors for the thread to close on its way out, and answers false.
+func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowing Mutex<State>, wake: Int32, inotify: Int32) -> Bool {
+    let action: WatcherStopAction = shared.withLock { state in
+        guard !state.stopped else { return .none }
+        state.stopped = true
+        guard let thread = state.thread else { return .none }
+        state.thread = nil
+        if pthread_equal(thread, pthread_self()) != 0 {
+            state.closeOnExit = true
+            return .detach(thread)
+        }
+        return .join(thread)
+    }
+    switch action {
+    case .none:
+        return false
+    case .detach(let thread):
+        pthread_detach(thread)
+        return false
+    case .join(let thread):
+        var one: UInt64 = 1
+        _ = write(wake, &one, 8)
+        pthread_join(thread, nil)
+        close(inotify)
+        close(wake)
+        return true
+    }
+}
+
+private enum WatcherStopAction { case none, join(pthread_t), detach(pthread_t) }
+
+private struct Registry: WatcherThreadState, ~Copyable {
     struct Directory {
         var path: String
         /// Token ids by file name.
@@ -293,30 +338,7 @@ final class WatcherCore: @unchecked Sendable {
     }
 
     func stop() {
-        enum Action { case none, join(pthread_t), detach(pthread_t) }
-        let action: Action = registry.withLock { state in
-            guard !state.stopped else { return .none }
-            state.stopped = true
-            guard let thread = state.thread else { return .none }
-            state.thread = nil
-            if pthread_equal(thread, pthread_self()) != 0 {
-                state.closeOnExit = true
-                return .detach(thread)
-            }
-            return .join(thread)
-        }
-        switch action {
-        case .none:
-            return
-        case .detach(let thread):
-            pthread_detach(thread)
-        case .join(let thread):
-            var one: UInt64 = 1
-            _ = write(wake, &one, 8)
-            pthread_join(thread, nil)
-            // Closing the inotify descriptor removes its watches.
-            close(inotify)
-            close(wake)
+        if stopWatcherThread(registry, wake: wake, inotify: inotify) {
             registry.withLock { state in
                 state.directories.removeAll()
                 for id in Array(state.registrations.keys) { state.registrations[id]!.descriptor = nil }

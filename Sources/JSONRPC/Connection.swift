@@ -1,6 +1,7 @@
 import Execution
 import JSON
 import Logging
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -219,25 +220,4 @@ private final class InFlightWork: Sendable {
             await task.value
         }
     }
-}
-
-import Synchronization
-
-/// Runs `body` on a new detached thread (blocking reads must not occupy a cooperative thread).
-func startThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    var thread = pthread_t()
-    let result = pthread_create(
-        &thread, nil,
-        { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, box)
-    precondition(result == 0, "pthread_create failed with \(result)")
-    pthread_detach(thread)
 }
