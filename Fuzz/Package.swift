@@ -25,6 +25,7 @@ let package = Package(
                 .product(name: "JSON", package: "docsession"),
                 .product(name: "JSONRPC", package: "docsession"),
                 .product(name: "Server", package: "docsession"),
+                .product(name: "FileStore", package: "docsession"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: [

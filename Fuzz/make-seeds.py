@@ -167,6 +167,24 @@ DOCUMENTS = [
     request("20", "document/close", '{"document":"d2"}'),
 ]
 
+# The workspace (README §11): the target's server has its sandbox directory as its only root, and
+# rewrites `to` and `from` like `uri`, `directory` and `root` to the directory itself.
+WORKSPACE = [
+    INIT,
+    request("2", "document/create", '{"directory":"file:///w","naming":{"prefix":"Note","style":"sequence","extension":"txt"},"text":"x"}'),
+    request("3", "document/create", '{"directory":"file:///w","naming":{"style":"uuid","nameFrom":"firstLine"},"text":"Title\\n"}'),
+    request("4", "workspace/query", '{"root":"file:///w","glob":"**/*.{txt,md}","recursive":true,"watch":true}'),
+    request("5", "document/rename", '{"document":"d1","name":"Renamed.txt"}'),
+    request("6", "document/move", '{"uri":"file:///w/a.txt","to":"file:///w/moved.txt","replace":false}'),
+    request("7", "workspace/import", '{"from":"file:///w/latin1.txt","directory":"file:///w","open":true}'),
+    request("8", "workspace/export", '{"document":"d1","to":"file:///w/export.txt","replace":true}'),
+    request("9", "document/delete", '{"document":"d2","discard":true}'),
+    request("10", "document/delete", '{"uri":"file:///w/empty"}'),
+    request("11", "workspace/stopQuery", '{"query":"q1"}'),
+    request("12", "workspace/query", '{"root":"file:///w","glob":"[a-"}'),
+    request("13", "document/open", '{"uri":"file:///w/../../etc/passwd"}'),
+]
+
 # Whole streams: sessions, several messages per read, header faults and the resynchronisation after
 # them.
 STREAMS = {
@@ -207,6 +225,7 @@ STREAMS = {
     "body-over-small-cap": frame(request("1", "initialize", '{"clientInfo":{"name":"' + "n" * 5000 + '"}}'))
     + frame(notification("exit")),
     "documents": b"".join(frame(m) for m in DOCUMENTS),
+    "workspace": b"".join(frame(m) for m in WORKSPACE),
     "documents-batch": frame(INIT) + frame(b"[" + b",".join(DOCUMENTS[1:9]) + b"]"),
     "documents-cancel": frame(INIT) + frame(request("2", "document/open", '{"uri":"file:///w/a.txt","workDoneToken":"t"}'))
     + frame(notification("$/cancelRequest", '{"id":2}')) + frame(request("3", "document/state", '{"document":"d1"}')),

@@ -30,6 +30,7 @@
 
 import CFuzzerDriver
 import Dispatch
+import FileStore
 import JSON
 import JSONRPC
 import Logging
@@ -65,10 +66,11 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 
 // MARK: - The file system the server may touch
 
-/// The document methods open and create files named by `file://` URIs. So that fuzzing neither
-/// litters the machine (it runs as root) nor blocks on a device or a FIFO, every `uri` member of a
-/// request's or notification's params that is a `file:` URI is rewritten, before dispatch, to a
-/// file in a private directory: the URI's last path segment, with bytes other than letters,
+/// The document and workspace methods open, create, move, delete and copy files named by `file://`
+/// URIs. So that fuzzing neither litters the machine (it runs as root) nor blocks on a device or a
+/// FIFO, the server's only sandbox root is a private directory, and every `uri`, `to` and `from`
+/// member of a request's or notification's params that is a `file:` URI is rewritten, before
+/// dispatch, to a file in it (`directory` and `root` members to the directory itself): the URI's last path segment, with bytes other than letters,
 /// digits, `.` and `-` replaced by `_`, behind `f-` (so `file:///any/where/a.txt` becomes
 /// `file://<sandbox>/f-a.txt`); an authority is kept (sanitised the same way), so that
 /// `file://host/a.txt` is still refused for its host. Other URIs are left alone, for the server to
@@ -148,21 +150,34 @@ enum Sandbox {
         }
     }
 
+    /// The params members that name files (`uri`, and the workspace's `to` and `from`) and
+    /// directories (`directory`, `root`).
+    static let fileMembers = ["uri", "to", "from"]
+    static let directoryMembers = ["directory", "root"]
+
     static func confine(params: JSONValue?) -> JSONValue? {
-        guard case .object(var object)? = params, case .string(let uri)? = object["uri"],
-            uri.utf8.count >= 5, uri.utf8.prefix(5).map({ $0 | 0x20 }) == Array("file:".utf8)
-        else { return params }
-        let rest = Array(uri.utf8.dropFirst(5))
-        // An authority (`file://host/...`) is kept, sanitised, so that the server still refuses
-        // hosts it does not serve.
-        var authority = ""
-        if rest.starts(with: Array("//".utf8)) {
-            let end = rest[2...].firstIndex(of: UInt8(ascii: "/")) ?? rest.count
-            authority = "//" + sanitised(rest[2..<end], allowingUnderscore: false)
+        guard case .object(var object)? = params else { return params }
+        for key in fileMembers + directoryMembers {
+            guard case .string(let uri)? = object[key], uri.utf8.count >= 5,
+                uri.utf8.prefix(5).map({ $0 | 0x20 }) == Array("file:".utf8)
+            else { continue }
+            let rest = Array(uri.utf8.dropFirst(5))
+            // An authority (`file://host/...`) is kept, sanitised, so that the server still refuses
+            // hosts it does not serve.
+            var authority = ""
+            if rest.starts(with: Array("//".utf8)) {
+                let end = rest[2...].firstIndex(of: UInt8(ascii: "/")) ?? rest.count
+                authority = "//" + sanitised(rest[2..<end], allowingUnderscore: false)
+            }
+            touched = true
+            if directoryMembers.contains(key) {
+                // A directory is the sandbox itself (queries, imports and named creation there).
+                object[key] = .string("file:" + authority + directory)
+            } else {
+                let segment = rest.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).last ?? []
+                object[key] = .string("file:" + authority + directory + "/f-" + sanitised(segment, allowingUnderscore: true))
+            }
         }
-        let segment = rest.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).last ?? []
-        touched = true
-        object["uri"] = .string("file:" + authority + directory + "/f-" + sanitised(segment, allowingUnderscore: true))
         return .object(object)
     }
 
@@ -348,9 +363,18 @@ final class Session: @unchecked Sendable {
         // Files unwatched: the target is the protocol layer; a watcher thread and an inotify
         // descriptor per pass would slow every input down and run on after it (and each open
         // document's locator holds a descriptor on its file while the server lives).
+        // The sandbox is also the server's only root: whatever a path member holds after the
+        // rewrite above (or in a member it does not know), the server itself refuses anything
+        // outside, and the roots' resolution is fuzzed with the rest.
+        let roots: SandboxRoots
+        do throws(FileSystemError) {
+            roots = try SandboxRoots([Sandbox.directory])
+        } catch {
+            fatalError("the fuzzing sandbox cannot be a root: \(error.message)")
+        }
         server = Server(
             writer: writer, logger: logger,
-            configuration: Server.Configuration(maxMessageSize: maxMessageSize, watchFiles: false))
+            configuration: Server.Configuration(maxMessageSize: maxMessageSize, watchFiles: false, roots: roots))
         if preInitialize {
             // So that the input reaches the method table past the lifecycle gate at once.
             let request = Request(id: .string("fuzz-preinitialize"), method: "initialize")
