@@ -33,6 +33,22 @@ let package = Package(
             path: "Benchmarks/TextBufferBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // ordo-one/benchmark's harness for the document figures: open, save, the codec, each beside
+        // its C floor (distributions, allocations, peak memory).
+        .executableTarget(
+            name: "DocumentBenchmarks",
+            dependencies: [
+                "BufferWorkloads", "OpenFloor", "SaveFloor", "CodecFloor",
+                .product(name: "DocumentSession", package: "docsession"),
+                .product(name: "Execution", package: "docsession"),
+                .product(name: "FileStore", package: "docsession"),
+                .product(name: "JSON", package: "docsession"),
+                .product(name: "TextBuffer", package: "docsession"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/DocumentBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
         // Runs each pair side by side in one process and prints the ratios (median of rounds).
         .executableTarget(name: "BufferRatios", dependencies: ["BufferWorkloads"]),
         // The floor of opening a file: read(2) in 1 MiB pieces and a vectorised '\n' count, in C.
