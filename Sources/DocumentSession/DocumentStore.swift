@@ -35,6 +35,23 @@ public actor DocumentStore {
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
+    /// Whether the caller runs on the store's thread (the server's loop), where it may call the
+    /// store synchronously through `assumeIsolated` instead of hopping to it.
+    public nonisolated var isOnItsThread: Bool { executor.isCurrent }
+
+    /// ``edit(_:version:edits:encoding:label:merge:)`` run at once by a caller on the store's
+    /// thread (``isOnItsThread``): the hot path of a typing client, without the actor hop's
+    /// enqueue and dequeue. Traps when called from another thread.
+    public nonisolated func editOnItsThread(
+        _ handle: String, version: Int64, edits: [TextEdit], encoding: PositionEncoding, label: String?, merge: Bool
+    ) -> Result<Int64, DocumentError> {
+        assumeIsolated { store in
+            Result { () throws(DocumentError) -> Int64 in
+                try store.edit(handle, version: version, edits: edits, encoding: encoding, label: label, merge: merge)
+            }
+        }
+    }
+
     /// A store whose documents report their state changes to `events`.
     ///
     /// - Parameters:

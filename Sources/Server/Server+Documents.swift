@@ -100,12 +100,23 @@ extension Server {
         let undo = try params.optionalObject("undo")
         let merge = try undo?.optionalBool("merge") ?? false
         let label = try undo?.optionalString("label")
-        do throws(DocumentError) {
-            let newVersion = try await store.edit(
-                handle, version: version, edits: edits, encoding: positionEncoding, label: label, merge: merge)
-            return ["version": .integer(newVersion)]
-        } catch {
-            throw Self.responseError(error, id: .null)
+        let encoding = positionEncoding
+        let result: Result<Int64, DocumentError>
+        if store.isOnItsThread {
+            // The hot path of a typing client: already on the store's thread (the loop), so the
+            // edit runs here and now, without an actor hop's enqueue and dequeue.
+            result = store.editOnItsThread(handle, version: version, edits: edits, encoding: encoding, label: label, merge: merge)
+        } else {
+            do throws(DocumentError) {
+                result = .success(try await store.edit(
+                    handle, version: version, edits: edits, encoding: encoding, label: label, merge: merge))
+            } catch {
+                result = .failure(error)
+            }
+        }
+        switch result {
+        case .success(let newVersion): return ["version": .integer(newVersion)]
+        case .failure(let error): throw Self.responseError(error, id: .null)
         }
     }
 
