@@ -279,11 +279,7 @@ final class DirectoryWatchCore: @unchecked Sendable {
 
     // MARK: The watch's thread
 
-    private static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
-    }
+    private static func now() -> Int64 { WatcherWait.now() }
 
     private var isStopped: Bool { shared.withLock { $0.stopped } }
 
@@ -291,23 +287,11 @@ final class DirectoryWatchCore: @unchecked Sendable {
         let capacity = 64 * 1024
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
         defer { buffer.deallocate() }
-        var descriptors = [
-            pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
-        ]
+        var waiting = WatcherWait(inotify: inotify, wake: wake)
         while !isStopped {
-            var timeout: Int32 = -1
-            if let earliest = nextDeadline() {
-                let remaining = earliest - Self.now()
-                timeout = remaining <= 0 ? 0 : Int32(clamping: (remaining + 999_999) / 1_000_000)
-            }
-            descriptors[0].revents = 0
-            descriptors[1].revents = 0
-            let ready = poll(&descriptors, 2, timeout)
-            if ready < 0 && errno != EINTR { break }
-            if descriptors[1].revents != 0 {
-                var count: UInt64 = 0
-                _ = read(wake, &count, 8)
+            let ready = waiting.wait(until: nextDeadline())
+            if ready.failed { break }
+            if ready.woken {
                 if isStopped { break }
                 let overflow = shared.withLock { state in
                     defer { state.overflowRequested = false }
@@ -319,7 +303,7 @@ final class DirectoryWatchCore: @unchecked Sendable {
                     deliver(rescanEverything())
                 }
             }
-            if ready > 0 && descriptors[0].revents != 0 {
+            if ready.events {
                 var immediate: [DirectoryChange] = []
                 drain(buffer, capacity, into: &immediate)
                 deliver(immediate)

@@ -218,6 +218,57 @@ func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowin
 
 private enum WatcherStopAction { case none, join(pthread_t), detach(pthread_t) }
 
+/// What a watcher's thread waits on: its inotify descriptor and its wake-up eventfd, with a deadline
+/// (the end of the earliest debounce window). Shared by FileWatcher and DirectoryWatch.
+struct WatcherWait {
+    /// What woke the thread.
+    struct Ready {
+        /// `poll` failed (other than EINTR): the thread should end.
+        var failed = false
+        /// The eventfd was written (`stop()`, or a request such as a rescan); it has been read.
+        var woken = false
+        /// Events are queued on the inotify descriptor.
+        var events = false
+    }
+
+    private var descriptors: [pollfd]
+
+    init(inotify: Int32, wake: Int32) {
+        descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+    }
+
+    /// The monotonic clock in nanoseconds, as the watchers' deadlines count.
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
+    /// Waits until an event, a wake-up or `deadline` (nil: no deadline).
+    mutating func wait(until deadline: Int64?) -> Ready {
+        var timeout: Int32 = -1
+        if let deadline {
+            let remaining = deadline - Self.now()
+            timeout = remaining <= 0 ? 0 : Int32(clamping: (remaining + 999_999) / 1_000_000)
+        }
+        descriptors[0].revents = 0
+        descriptors[1].revents = 0
+        let count = poll(&descriptors, 2, timeout)
+        var ready = Ready()
+        if count < 0 {
+            ready.failed = errno != EINTR
+            return ready
+        }
+        if descriptors[1].revents != 0 {
+            var value: UInt64 = 0
+            _ = read(descriptors[1].fd, &value, 8)
+            ready.woken = true
+        }
+        ready.events = count > 0 && descriptors[0].revents != 0
+        return ready
+    }
+}
+
 private struct Registry: WatcherThreadState, ~Copyable {
     struct Directory {
         var path: String
@@ -373,11 +424,7 @@ final class WatcherCore: @unchecked Sendable {
     private var unpaired: [UInt32: Key] = [:]
     private var sequence: UInt64 = 0
 
-    private static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
-    }
+    private static func now() -> Int64 { WatcherWait.now() }
 
     private var isStopped: Bool { registry.withLock { $0.stopped } }
 
@@ -385,22 +432,11 @@ final class WatcherCore: @unchecked Sendable {
         let capacity = 64 * 1024
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
         defer { buffer.deallocate() }
-        var descriptors = [
-            pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
-        ]
+        var waiting = WatcherWait(inotify: inotify, wake: wake)
         while !isStopped {
-            var timeout: Int32 = -1
-            if let earliest = pending.values.map(\.deadline).min() {
-                let remaining = earliest - Self.now()
-                timeout = remaining <= 0 ? 0 : Int32(clamping: (remaining + 999_999) / 1_000_000)
-            }
-            descriptors[0].revents = 0
-            descriptors[1].revents = 0
-            let ready = poll(&descriptors, 2, timeout)
-            if ready < 0 && errno != EINTR { break }
-            if descriptors[1].revents != 0 { break }  // stop() woke us
-            if ready > 0 && descriptors[0].revents != 0 {
+            let ready = waiting.wait(until: pending.values.map(\.deadline).min())
+            if ready.failed || ready.woken { break }  // stop() woke us
+            if ready.events {
                 var events: [FileEvent] = []
                 drain(buffer, capacity, into: &events)
                 deliver(events)
