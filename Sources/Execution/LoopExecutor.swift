@@ -68,9 +68,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         let onLoop = isCurrent
         let wake = state.withLock { state -> Bool in
             state.jobs.append(unowned)
-            guard state.sleeping, !onLoop else { return false }
-            state.sleeping = false
-            return true
+            return Self.mustWake(&state, onLoop: onLoop)
         }
         if wake { signalWake() }
     }
@@ -98,9 +96,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         let onLoop = isCurrent
         let wake = state.withLock { state -> Bool in
             state.sources[descriptor] = Source(handler: handler, isActive: isActive)
-            guard state.sleeping, !onLoop else { return false }
-            state.sleeping = false
-            return true
+            return Self.mustWake(&state, onLoop: onLoop)
         }
         if wake { signalWake() }
     }
@@ -114,15 +110,19 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     /// becomes active from another thread; from the loop's own thread this costs nothing).
     public func wake() {
         guard !isCurrent else { return }
-        let wake = state.withLock { state -> Bool in
-            guard state.sleeping else { return false }
-            state.sleeping = false
-            return true
-        }
-        if wake { signalWake() }
+        if state.withLock({ Self.mustWake(&$0, onLoop: false) }) { signalWake() }
     }
 
     // MARK: - The loop
+
+    /// Under the lock: whether the eventfd must be written, because the loop sleeps (or is about
+    /// to) and the caller is another thread; the loop counts as awake from then on, so that one
+    /// write serves every caller until it sleeps again.
+    private static func mustWake(_ state: inout State, onLoop: Bool) -> Bool {
+        guard state.sleeping, !onLoop else { return false }
+        state.sleeping = false
+        return true
+    }
 
     private func signalWake() {
         var one: UInt64 = 1
