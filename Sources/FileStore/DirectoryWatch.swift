@@ -284,10 +284,7 @@ final class DirectoryWatchCore: @unchecked Sendable {
     private var isStopped: Bool { shared.withLock { $0.stopped } }
 
     private func run() {
-        let capacity = 64 * 1024
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
-        defer { buffer.deallocate() }
-        var waiting = WatcherWait(inotify: inotify, wake: wake)
+        let waiting = WatcherWait(inotify: inotify, wake: wake)
         while !isStopped {
             let ready = waiting.wait(until: nextDeadline())
             if ready.failed { break }
@@ -299,13 +296,15 @@ final class DirectoryWatchCore: @unchecked Sendable {
                 }
                 if overflow && !quiet {
                     // What the kernel would have dropped.
-                    while read(inotify, buffer, capacity) > 0 {}
+                    waiting.discardQueued()
                     deliver(rescanEverything())
                 }
             }
             if ready.events {
                 var immediate: [DirectoryChange] = []
-                drain(buffer, capacity, into: &immediate)
+                waiting.drain { descriptor, mask, cookie, name, time in
+                    if !quiet { handle(descriptor: descriptor, mask: mask, cookie: cookie, name: name, at: time, into: &immediate) }
+                }
                 deliver(immediate)
             }
             if !quiet { deliver(flushDue(at: Self.now())) }
@@ -361,34 +360,6 @@ final class DirectoryWatchCore: @unchecked Sendable {
     private func relativePath(of path: String) -> String {
         let prefix = root == "/" ? "/" : root + "/"
         return String(path.dropFirst(prefix.count))
-    }
-
-    /// Reads every event queued on the inotify descriptor.
-    private func drain(_ buffer: UnsafeMutableRawPointer, _ capacity: Int, into changes: inout [DirectoryChange]) {
-        let headerSize = MemoryLayout<inotify_event>.size
-        while true {
-            let count = read(inotify, buffer, capacity)
-            if count < 0 {
-                if errno == EINTR { continue }
-                return  // EAGAIN: drained
-            }
-            if count == 0 { return }
-            let time = Self.now()
-            var offset = 0
-            while offset + headerSize <= count {
-                let header = buffer.load(fromByteOffset: offset, as: inotify_event.self)
-                let length = Int(header.len)
-                var name = ""
-                if length > 0 {
-                    name = String(cString: (buffer + offset + headerSize).assumingMemoryBound(to: CChar.self))
-                }
-                if !quiet {
-                    handle(descriptor: header.wd, mask: header.mask, cookie: header.cookie, name: name,
-                           at: time, into: &changes)
-                }
-                offset += headerSize + length
-            }
-        }
     }
 
     private func handle(

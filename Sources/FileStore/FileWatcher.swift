@@ -218,9 +218,10 @@ func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowin
 
 private enum WatcherStopAction { case none, join(pthread_t), detach(pthread_t) }
 
-/// What a watcher's thread waits on: its inotify descriptor and its wake-up eventfd, with a deadline
-/// (the end of the earliest debounce window). Shared by FileWatcher and DirectoryWatch.
-struct WatcherWait {
+/// What a watcher's thread waits on and reads: its inotify descriptor (with the one read buffer) and
+/// its wake-up eventfd, with a deadline (the end of the earliest debounce window). Shared by
+/// FileWatcher and DirectoryWatch; used by the watcher's thread alone.
+final class WatcherWait {
     /// What woke the thread.
     struct Ready {
         /// `poll` failed (other than EINTR): the thread should end.
@@ -232,9 +233,46 @@ struct WatcherWait {
     }
 
     private var descriptors: [pollfd]
+    private let inotify: Int32
+    private static let capacity = 64 * 1024
+    private let buffer = UnsafeMutableRawPointer.allocate(byteCount: WatcherWait.capacity, alignment: 8)
 
     init(inotify: Int32, wake: Int32) {
+        self.inotify = inotify
         descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+    }
+
+    deinit { buffer.deallocate() }
+
+    /// Reads every event queued on the inotify descriptor, calling `each` with its watch
+    /// descriptor, mask, cookie, name ("" for the directory itself) and the time it was read.
+    func drain(_ each: (_ descriptor: Int32, _ mask: UInt32, _ cookie: UInt32, _ name: String, _ time: Int64) -> Void) {
+        let headerSize = MemoryLayout<inotify_event>.size
+        while true {
+            let count = read(inotify, buffer, Self.capacity)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return  // EAGAIN: drained
+            }
+            if count == 0 { return }
+            let time = Self.now()
+            var offset = 0
+            while offset + headerSize <= count {
+                let header = buffer.load(fromByteOffset: offset, as: inotify_event.self)
+                let length = Int(header.len)
+                var name = ""
+                if length > 0 {
+                    name = String(cString: (buffer + offset + headerSize).assumingMemoryBound(to: CChar.self))
+                }
+                each(header.wd, header.mask, header.cookie, name, time)
+                offset += headerSize + length
+            }
+        }
+    }
+
+    /// Reads and drops every event queued (after an overflow, which a rescan replaces).
+    func discardQueued() {
+        while read(inotify, buffer, Self.capacity) > 0 {}
     }
 
     /// The monotonic clock in nanoseconds, as the watchers' deadlines count.
@@ -245,7 +283,7 @@ struct WatcherWait {
     }
 
     /// Waits until an event, a wake-up or `deadline` (nil: no deadline).
-    mutating func wait(until deadline: Int64?) -> Ready {
+    func wait(until deadline: Int64?) -> Ready {
         var timeout: Int32 = -1
         if let deadline {
             let remaining = deadline - Self.now()
@@ -429,16 +467,15 @@ final class WatcherCore: @unchecked Sendable {
     private var isStopped: Bool { registry.withLock { $0.stopped } }
 
     private func run() {
-        let capacity = 64 * 1024
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
-        defer { buffer.deallocate() }
-        var waiting = WatcherWait(inotify: inotify, wake: wake)
+        let waiting = WatcherWait(inotify: inotify, wake: wake)
         while !isStopped {
             let ready = waiting.wait(until: pending.values.map(\.deadline).min())
             if ready.failed || ready.woken { break }  // stop() woke us
             if ready.events {
                 var events: [FileEvent] = []
-                drain(buffer, capacity, into: &events)
+                waiting.drain { descriptor, mask, cookie, name, time in
+                    handle(descriptor: descriptor, mask: mask, cookie: cookie, name: name, at: time, into: &events)
+                }
                 deliver(events)
             }
             var due: [FileEvent] = []
@@ -456,32 +493,6 @@ final class WatcherCore: @unchecked Sendable {
         for event in events {
             if isStopped { return }
             handler(event)
-        }
-    }
-
-    /// Reads every event queued on the inotify descriptor.
-    private func drain(_ buffer: UnsafeMutableRawPointer, _ capacity: Int, into events: inout [FileEvent]) {
-        let headerSize = MemoryLayout<inotify_event>.size
-        while true {
-            let count = read(inotify, buffer, capacity)
-            if count < 0 {
-                if errno == EINTR { continue }
-                return  // EAGAIN: drained
-            }
-            if count == 0 { return }
-            let time = Self.now()
-            var offset = 0
-            while offset + headerSize <= count {
-                let header = buffer.load(fromByteOffset: offset, as: inotify_event.self)
-                let length = Int(header.len)
-                var name = ""
-                if length > 0 {
-                    name = String(cString: (buffer + offset + headerSize).assumingMemoryBound(to: CChar.self))
-                }
-                handle(descriptor: header.wd, mask: header.mask, cookie: header.cookie, name: name,
-                       at: time, into: &events)
-                offset += headerSize + length
-            }
         }
     }
 
