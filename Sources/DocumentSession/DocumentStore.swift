@@ -386,12 +386,16 @@ public actor DocumentStore {
     private func modify<T>(_ handle: String, reason: DocumentEvent.Reason, _ body: (inout Document) throws(DocumentError) -> T) throws(DocumentError) -> T {
         // Only the few values compared are copied out: a copy of the document held across the
         // mutation would make it copy its text and history.
-        guard let (state, wasUnsaved, version) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges, $0.version) }) else {
-            throw .unknownDocument(handle)
-        }
-        let result = try body(&documents[handle]!)
+        guard let index = documents.index(forKey: handle) else { throw .unknownDocument(handle) }
+        let (state, wasUnsaved, version) = (
+            documents.values[index].state, documents.values[index].hasUnsavedChanges, documents.values[index].version
+        )
+        // Mutated in place through the values' subscript: `documents[handle]!` would move the
+        // document out into an optional and back (an allocation and two copies per edit).
+        let result = try body(&documents.values[index])
+        let changed = documents.values[index].version != version
         reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason)
-        if documents[handle]!.version != version { scheduleAutosave(handle) }
+        if changed { scheduleAutosave(handle) }
         return result
     }
 }

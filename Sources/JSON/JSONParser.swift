@@ -13,6 +13,8 @@ public final class JSONParser {
     /// The deepest nesting of arrays and objects accepted.
     public let maxDepth: Int
     private let tokener: UnsafeMutablePointer<json_tokener>
+    /// The text with its terminating NUL, as json-c is given it; reused from one parse to the next.
+    private var scratch: [CChar] = []
 
     /// A parser accepting at most `maxDepth` nested arrays and objects (1 to 64).
     public init(maxDepth: Int = 64) {
@@ -43,25 +45,52 @@ public final class JSONParser {
 
     /// Parses one complete JSON text.
     public func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> JSONValue {
+        let (root, summary) = try parseTree(bytes)
+        defer { json_object_put(root) }
+        var convertedMembers = 0
+        let value = try Self.convert(root, members: &convertedMembers)
+        if convertedMembers != summary.memberCount { try reportDuplicate(bytes) }
+        return value
+    }
+
+    /// Parses one complete JSON text under the same rules as ``parse(_:)-(UnsafeBufferPointer<UInt8>)``
+    /// and hands `body` a view of json-c's tree, valid only during the call: a reader that knows
+    /// the shape it expects (an edit request, say) takes its values straight from the tree
+    /// instead of building a `JSONValue` first; ``JSONCView/jsonValue()`` converts the rest.
+    public func withParsed<R, E: Error>(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ body: (JSONCView) throws(E) -> R
+    ) throws(JSONParseError) -> Result<R, E> {
+        let (root, summary) = try parseTree(bytes)
+        defer { json_object_put(root) }
+        if JSONCView(root).memberCount() != summary.memberCount { try reportDuplicate(bytes) }
+        do throws(E) {
+            return .success(try body(JSONCView(root)))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The scanner's check, then json-c's parse of the whole text; the caller releases the tree.
+    private func parseTree(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> (OpaquePointer?, JSONScanner.Summary) {
         let summary = try JSONScanner(maxDepth: maxDepth).scan(bytes)
         let count = bytes.count
         guard count < Int(Int32.max) else { throw JSONParseError(.syntax("text longer than 2 GiB"), at: nil) }
 
         // json-c finishes a top-level number only when it sees the terminating NUL, so the body is
-        // passed with one (the scanner has refused any NUL inside it).
-        let terminated = UnsafeMutablePointer<CChar>.allocate(capacity: count + 1)
-        defer { terminated.deallocate() }
-        if let base = bytes.baseAddress {
-            UnsafeMutableRawPointer(terminated).copyMemory(from: base, byteCount: count)
+        // passed with one (the scanner has refused any NUL inside it). The buffer is kept.
+        if scratch.count < count + 1 { scratch = [CChar](repeating: 0, count: max(count + 1, scratch.count * 2)) }
+        let root = scratch.withUnsafeMutableBufferPointer { terminated -> OpaquePointer? in
+            if let base = bytes.baseAddress {
+                UnsafeMutableRawPointer(terminated.baseAddress!).copyMemory(from: base, byteCount: count)
+            }
+            terminated[count] = 0
+            json_tokener_reset(tokener)
+            return json_tokener_parse_ex(tokener, terminated.baseAddress, Int32(count + 1))
         }
-        terminated[count] = 0
-
-        json_tokener_reset(tokener)
-        let root = json_tokener_parse_ex(tokener, terminated, Int32(count + 1))
-        defer { json_object_put(root) }
         let error = json_tokener_get_error(tokener)
         let end = json_tokener_get_parse_end(tokener)
         guard error == json_tokener_success else {
+            json_object_put(root)
             var description = String(cString: json_tokener_error_desc(error))
             let offset = min(end, count)
             if offset < count, bytes[offset] >= 0x21, bytes[offset] < 0x7F {
@@ -70,22 +99,21 @@ public final class JSONParser {
             throw JSONParseError(.syntax(description), at: offset)
         }
         guard end == count else {
+            json_object_put(root)
             throw JSONParseError(.trailingData, at: end)
         }
+        return (root, summary)
+    }
 
-        var convertedMembers = 0
-        let value = try Self.convert(root, members: &convertedMembers)
-        if convertedMembers != summary.memberCount {
-            // json-c kept only the last of two members with the same name. Find the name for the
-            // message; if its two spellings differ only by escapes, report it without one.
-            _ = try JSONScanner(maxDepth: maxDepth).scan(bytes, trackMemberNames: true)
-            throw JSONParseError(.duplicateMemberName(nil), at: nil)
-        }
-        return value
+    /// json-c kept only the last of two members with the same name: finds the name for the message
+    /// (if its two spellings differ only by escapes, it reports it without one) and throws.
+    private func reportDuplicate(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> Never {
+        _ = try JSONScanner(maxDepth: maxDepth).scan(bytes, trackMemberNames: true)
+        throw JSONParseError(.duplicateMemberName(nil), at: nil)
     }
 
     /// Turns json-c's tree into `JSONValue`, refusing non-finite numbers and counting members.
-    private static func convert(_ object: OpaquePointer?, members: inout Int) throws(JSONParseError) -> JSONValue {
+    static func convert(_ object: OpaquePointer?, members: inout Int) throws(JSONParseError) -> JSONValue {
         switch json_object_get_type(object) {
         case json_type_null:
             return .null

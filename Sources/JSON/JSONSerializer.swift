@@ -25,7 +25,7 @@ extension JSONValue {
     }
 
     /// Builds a json-c tree; the caller releases it with `json_object_put`.
-    private func makeJSONCObject() -> OpaquePointer? {
+    func makeJSONCObject() -> OpaquePointer? {
         switch self {
         case .null:
             return nil

@@ -30,6 +30,20 @@ public protocol MessageHandler: AnyObject {
     var exitStatus: Int32? { get }
     /// The input ended without `exit`; answers the exit status.
     func inputEnded(midMessage: Bool) async -> Int32
+    /// Answers a request at once, synchronously, on the connection's thread, when the handler can
+    /// (the hot path of a typing client: an edit); `nil` sends it down ``handle(_:context:)``.
+    /// Called in arrival order like `handle`, and never for a request that was cancelled.
+    func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>?
+    /// Reads the params of the handler's most frequent requests straight from the parsed text (see
+    /// ``ParamsPredecoder``); `nil`: every request's params arrive as a `JSONValue`.
+    var paramsPredecoder: ParamsPredecoder? { get }
+}
+
+extension MessageHandler {
+    /// No request is answered synchronously unless the handler says so.
+    public func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? { nil }
+    /// No params are predecoded unless the handler says how.
+    public var paramsPredecoder: ParamsPredecoder? { nil }
 }
 
 /// A JSON-RPC connection over a pair of file descriptors, served on one thread (a ``LoopExecutor``):
@@ -79,14 +93,25 @@ public final class Connection: Sendable {
         let executor = executor
         let queue = InboundQueue(
             input: input, maxMessageSize: maxMessageSize, pending: pending, logger: logger,
-            tap: recorder?.inputTap(maxMessageSize: maxMessageSize), executor: executor, writer: writer)
+            tap: recorder?.inputTap(maxMessageSize: maxMessageSize), executor: executor, writer: writer,
+            predecoder: handler.paramsPredecoder)
+        queue.answerAtOnce = { [unowned self] item in answerImmediately(item, handler) }
         return await withTaskExecutorPreference(executor) {
             queue.start()
             defer { queue.stop() }
             let inFlight = InFlightWork()
-            while let item = await queue.next() {
-                if let task = await dispatch(item, to: handler) { inFlight.track(task) }
-                if let status = handler.exitStatus { return status }
+            while let first = await queue.next() {
+                // Work through what is queued without suspending: a request the handler answers
+                // at once costs no job on the loop and no task switch.
+                var item: Inbound? = first
+                while let current = item {
+                    if !answerImmediately(current, handler) {
+                        queue.willAwait()
+                        if let task = await dispatch(current, to: handler) { inFlight.track(task) }
+                    }
+                    if let status = handler.exitStatus { return status }
+                    item = queue.nextQueued()
+                }
             }
             // The client closed its end: answer what is still running before deciding how to exit.
             await inFlight.waitForAll()
@@ -145,6 +170,21 @@ public final class Connection: Sendable {
             writer.send(Response.failure(.null, error))
             return nil
         }
+    }
+
+    /// Answers `item` synchronously when it is a single request the handler answers at once
+    /// (``MessageHandler/answerImmediately(_:context:)``); answers whether it did.
+    private func answerImmediately(_ item: Inbound, _ handler: some MessageHandler) -> Bool {
+        guard case .message(.request(let request)) = item else { return false }
+        let id = request.id
+        let token = pending.token(for: id)
+        // A cancelled request takes the ordinary path, which answers it with -32800.
+        guard !token.isCancelled else { return false }
+        let context = RequestContext(id: id, method: request.method, cancellation: token)
+        guard let result = handler.answerImmediately(request, context: context) else { return false }
+        pending.finish(id)
+        writer.send(Response(id: id, result: result))
+        return true
     }
 
     /// What processing one message produced.

@@ -357,9 +357,30 @@ public enum Framing {
     /// The header and body of one message. The header is exactly `Content-Length: N\r\n\r\n`:
     /// Emacs' jsonrpc.el and pygls match that spelling literally.
     public static func frame(_ body: [UInt8]) -> [UInt8] {
-        var message = Array("Content-Length: \(body.count)\r\n\r\n".utf8)
-        message.reserveCapacity(message.count + body.count)
-        message.append(contentsOf: body)
+        var message: [UInt8] = []
+        message.reserveCapacity(body.count + 32)
+        append(body, to: &message)
         return message
+    }
+
+    /// Appends the header and body of one message to `output`.
+    public static func append(_ body: [UInt8], to output: inout [UInt8]) {
+        output.append(contentsOf: "Content-Length: ".utf8)
+        // The length's decimal digits, without a String.
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var value = body.count
+            repeat {
+                buffer[19 - count] = UInt8(ascii: "0") + UInt8(value % 10)
+                value /= 10
+                count += 1
+            } while value > 0
+            output.append(contentsOf: buffer[(20 - count)...])
+        }
+        output.append(contentsOf: "\r\n\r\n".utf8)
+        output.append(contentsOf: body)
     }
 }

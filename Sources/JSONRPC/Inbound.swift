@@ -18,11 +18,14 @@ public final class InboundDecoder {
     private var framer: FrameParser
     private let parser: JSONParser
     private let pending: PendingRequests
+    private let predecoder: ParamsPredecoder?
 
-    public init(maxMessageSize: Int, pending: PendingRequests) {
+    /// A decoder; with a `predecoder`, the requests it takes whole skip the `JSONValue` tree.
+    public init(maxMessageSize: Int, pending: PendingRequests, predecoder: ParamsPredecoder? = nil) {
         framer = FrameParser(maxMessageSize: maxMessageSize)
         parser = JSONParser()
         self.pending = pending
+        self.predecoder = predecoder
     }
 
     /// Whether the stream ended between messages (nothing partial buffered).
@@ -46,7 +49,20 @@ public final class InboundDecoder {
     public func decodeBody(_ body: [UInt8]) -> Inbound? {
         let value: JSONValue
         do {
-            value = try parser.parse(body)
+            if let predecoder {
+                let decoded = try body.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> Decoded in
+                    try parser.withParsed(buffer) { (root) throws(JSONParseError) -> Decoded in
+                        if let request = Self.predecodedRequest(root, predecoder) { return .request(request) }
+                        return .value(try root.jsonValue())
+                    }.get()
+                }
+                switch decoded {
+                case .request(let request): return accept(.request(request)).map(Inbound.message)
+                case .value(let decodedValue): value = decodedValue
+                }
+            } else {
+                value = try parser.parse(body)
+            }
         } catch {
             return .failure(ResponseError(parseError: error))
         }
@@ -58,6 +74,31 @@ public final class InboundDecoder {
             return messages.isEmpty ? nil : .batch(messages)
         }
         return accept(IncomingMessage(value)).map(Inbound.message)
+    }
+
+    private enum Decoded {
+        case request(Request)
+        case value(JSONValue)
+    }
+
+    /// A request of exactly the usual shape, `{"jsonrpc": "2.0", "id", "method", "params": {..}}`
+    /// with an integer or string id, whose params the predecoder takes whole; `nil` for anything
+    /// else, which is then classified from its `JSONValue` as always.
+    private static func predecodedRequest(_ root: JSONCView, _ predecoder: ParamsPredecoder) -> Request? {
+        guard root.objectCount == 4, let version = root.member("jsonrpc"), version.isString("2.0"),
+            let method = root.member("method")?.string, let params = root.member("params"), params.objectCount != nil,
+            let idValue = root.member("id")
+        else { return nil }
+        let id: RequestID
+        if let integer = idValue.integer {
+            id = .integer(integer)
+        } else if let string = idValue.string {
+            id = .string(string)
+        } else {
+            return nil
+        }
+        guard let decoded = predecoder(method, params) else { return nil }
+        return Request(id: id, method: method, predecoded: decoded)
     }
 
     private func accept(_ value: JSONValue) -> IncomingMessage? {

@@ -34,16 +34,19 @@ final class InboundQueue: @unchecked Sendable {
     private var ended = false
     private var stopped = false
     private var lastRead = ContinuousClock.now
+    /// Answers an item at once when it can (see ``Connection``), answering whether it did; used
+    /// for input that arrives while the dispatcher waits with nothing queued.
+    var answerAtOnce: ((Inbound) -> Bool)?
     /// Whether the input ended in the middle of a message.
     private(set) var endedMidMessage = false
 
     init(
         input: Int32, maxMessageSize: Int, pending: PendingRequests, logger: Logger, tap: Recorder.InputTap?,
-        executor: LoopExecutor, writer: MessageWriter? = nil
+        executor: LoopExecutor, writer: MessageWriter? = nil, predecoder: ParamsPredecoder? = nil
     ) {
         self.writer = writer
         self.input = input
-        self.decoder = InboundDecoder(maxMessageSize: maxMessageSize, pending: pending)
+        self.decoder = InboundDecoder(maxMessageSize: maxMessageSize, pending: pending, predecoder: predecoder)
         self.logger = logger
         self.tap = tap
         self.executor = executor
@@ -63,6 +66,7 @@ final class InboundQueue: @unchecked Sendable {
 
     /// Stops reading (after `exit`, or at the end of input).
     func stop() {
+        answerAtOnce = nil
         writer?.flush()
         stopped = true
         executor.removeReadable(input)
@@ -81,6 +85,20 @@ final class InboundQueue: @unchecked Sendable {
         let decoded = decoder.decode(chunk)
         guard !decoded.isEmpty else { return true }
         if let waiter {
+            // The dispatcher waits with nothing queued: what can be answered at once is answered
+            // here, in order, without waking it (a synchronous client's edit costs no job).
+            var rest = decoded[...]
+            if let answerAtOnce {
+                writer?.hold()
+                while let first = rest.first, answerAtOnce(first) { rest = rest.dropFirst() }
+                writer?.flush()
+                guard let first = rest.first else { return true }
+                rest = rest.dropFirst()
+                self.waiter = nil
+                items.append(contentsOf: rest)
+                waiter.resume(returning: first)
+                return true
+            }
             self.waiter = nil
             items.append(contentsOf: decoded.dropFirst())
             waiter.resume(returning: decoded[0])
@@ -107,18 +125,32 @@ final class InboundQueue: @unchecked Sendable {
     /// While more than this item is queued, the writer is held, so the answers to a pipelining
     /// client's requests go out together; it is flushed before the queue waits for input.
     func next() async -> Inbound? {
-        if queued > 0 {
-            if !ended, !stopped, lastRead.duration(to: .now) > Self.lookaheadInterval, inputIsReadable() {
-                _ = readAvailable()
-            }
-            if queued > 1 { writer?.hold() } else { writer?.flush() }
-            return pop()
-        }
+        if let item = nextQueued() { return item }
         writer?.flush()
         if ended { return nil }
         return await withCheckedContinuation { continuation in
             waiter = continuation
         }
+    }
+
+    /// The next item already queued, taken as ``next()`` takes it; nil when none is queued (the
+    /// caller then awaits ``next()``, which flushes the writer and waits for input).
+    ///
+    /// The writer is held from here on, so that the answers to everything queued go out in one
+    /// write; the dispatcher calls ``willAwait()`` before work that may take a while.
+    func nextQueued() -> Inbound? {
+        guard queued > 0 else { return nil }
+        if !ended, !stopped, lastRead.duration(to: .now) > Self.lookaheadInterval, inputIsReadable() {
+            _ = readAvailable()
+        }
+        writer?.hold()
+        return pop()
+    }
+
+    /// Called before the dispatcher awaits a handler: when nothing else is queued, the answers
+    /// held so far are written now rather than after that work (which may be long).
+    func willAwait() {
+        if queued == 0 { writer?.flush() }
     }
 
     private func pop() -> Inbound {

@@ -42,13 +42,35 @@ public enum RequestID: Hashable, Sendable, CustomStringConvertible {
 public struct Request: Sendable, Equatable {
     public var id: RequestID
     public var method: String
-    /// The params; `nil` when absent or `null`, which JSON-RPC treats alike.
-    public var params: JSONValue?
+    /// The params; `nil` when absent or `null`, which JSON-RPC treats alike. For a request whose
+    /// params were read straight from the parsed text (``predecoded``), the same params rebuilt.
+    public var params: JSONValue? {
+        get { storedParams ?? predecoded?.json }
+        set {
+            storedParams = newValue
+            predecoded = nil
+        }
+    }
+    private var storedParams: JSONValue?
+    /// The params as the handler's ``ParamsPredecoder`` read them from the parsed text, already
+    /// checked; `nil` for every other request.
+    public private(set) var predecoded: (any PredecodedParams)?
 
     public init(id: RequestID, method: String, params: JSONValue? = nil) {
         self.id = id
         self.method = method
-        self.params = params
+        self.storedParams = params
+    }
+
+    /// A request whose params a ``ParamsPredecoder`` has read.
+    public init(id: RequestID, method: String, predecoded: any PredecodedParams) {
+        self.id = id
+        self.method = method
+        self.predecoded = predecoded
+    }
+
+    public static func == (lhs: Request, rhs: Request) -> Bool {
+        lhs.id == rhs.id && lhs.method == rhs.method && lhs.params == rhs.params
     }
 
     /// The request as a JSON-RPC message.

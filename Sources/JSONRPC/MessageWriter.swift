@@ -18,6 +18,11 @@ public final class MessageWriter: Sendable {
         /// While held, framed messages collect in `pending` and go out in one write at `flush()`.
         var held = false
         var pending: [UInt8] = []
+        /// Serialises small messages through a kept json-c tree (the answers to a typing
+        /// client's edits differ only in their numbers).
+        let serializer = ShapeCachedSerializer()
+        /// The framed message being written when not held, reused.
+        var framed: [UInt8] = []
     }
     private let state = Mutex<State>(State())
     /// A held writer writes what it collected once it holds this much, without waiting for `flush()`.
@@ -59,18 +64,23 @@ public final class MessageWriter: Sendable {
     /// Writes one message (or, while held, queues it for the next flush, in order). Messages to a
     /// broken peer are dropped.
     public func send(_ message: JSONValue) {
-        let body = message.serialized()
-        let framed = Framing.frame(body)
+        // A large message is serialised before the lock is taken; a small one under it, through
+        // the kept tree.
+        let large = !ShapeCachedSerializer.accepts(message)
+        let serialized = large ? message.serialized() : nil
         state.withLock { state in
             guard !state.broken else { return }
+            let body = serialized ?? state.serializer.serialized(message)
             for observer in state.observers { observer(message) }
             // Under the lock, so the records are in the order of the writes.
             recorder?.recordSent(message, body: body)
             if state.held {
-                state.pending += framed
+                Framing.append(body, to: &state.pending)
                 if state.pending.count >= Self.holdLimit { Self.writePending(&state, sink) }
-            } else if !sink(framed) {
-                state.broken = true
+            } else {
+                state.framed.removeAll(keepingCapacity: state.framed.capacity <= 1 << 16)
+                Framing.append(body, to: &state.framed)
+                if !sink(state.framed) { state.broken = true }
             }
         }
     }

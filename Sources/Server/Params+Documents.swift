@@ -81,3 +81,106 @@ extension Params {
         }
     }
 }
+
+/// The params of `document/edit`, read and checked: from a `JSONValue` (every refusal worded), or
+/// straight from the parsed text by the connection's predecoder (``init(view:)``).
+struct EditParams: PredecodedParams {
+    var handle: String
+    var version: Int64
+    var edits: [TextEdit]
+    /// `undo` as sent: whether present, and its members.
+    var hasUndo = false
+    var undoMerge: Bool?
+    var label: String?
+    var merge: Bool { undoMerge ?? false }
+
+    init(_ rawParams: JSONValue?) throws(ResponseError) {
+        let params = try Params(byName: rawParams, method: "document/edit")
+        handle = try params.string("document")
+        version = try params.integer("version", in: 0...Int64.max)
+        edits = try params.textEdits("edits")
+        let undo = try params.optionalObject("undo")
+        hasUndo = undo != nil
+        undoMerge = try undo?.optionalBool("merge")
+        label = try undo?.optionalString("label")
+    }
+
+    /// The params read from json-c's tree when they are exactly what ``init(_:)`` accepts, with
+    /// no member it does not know and no `null`; `nil` otherwise (the request then goes the
+    /// ordinary way, which words the refusal or ignores the unknown member).
+    init?(view params: JSONCView) {
+        guard let memberCount = params.objectCount, let handle = params.member("document")?.string,
+            let version = params.member("version")?.integer, version >= 0,
+            let list = params.member("edits"), let editCount = list.arrayCount
+        else { return nil }
+        var known = 3
+        if let undo = params.member("undo") {
+            guard let undoCount = undo.objectCount else { return nil }
+            var undoKnown = 0
+            if let merge = undo.member("merge") {
+                guard let value = merge.bool else { return nil }
+                undoMerge = value
+                undoKnown += 1
+            }
+            if let label = undo.member("label") {
+                guard let value = label.string else { return nil }
+                self.label = value
+                undoKnown += 1
+            }
+            guard undoKnown == undoCount else { return nil }
+            hasUndo = true
+            known += 1
+        }
+        guard known == memberCount else { return nil }
+        var edits: [TextEdit] = []
+        edits.reserveCapacity(editCount)
+        for index in 0..<editCount {
+            let edit = list.element(index)
+            guard let count = edit.objectCount, let text = edit.member("text")?.string else { return nil }
+            var range: TextRange? = nil
+            if let rangeView = edit.member("range") {
+                guard rangeView.objectCount == 2, let start = rangeView.member("start").flatMap(Self.position),
+                    let end = rangeView.member("end").flatMap(Self.position)
+                else { return nil }
+                range = TextRange(start: start, end: end)
+            }
+            guard count == (range == nil ? 1 : 2) else { return nil }
+            edits.append(TextEdit(range: range, text: text))
+        }
+        self.handle = handle
+        self.version = version
+        self.edits = edits
+    }
+
+    /// `{line, character}`, both within LSP's `uinteger`, and nothing else.
+    private static func position(_ view: JSONCView) -> TextPosition? {
+        guard view.objectCount == 2, let line = view.member("line")?.integer, Params.positionRange.contains(line),
+            let character = view.member("character")?.integer, Params.positionRange.contains(character)
+        else { return nil }
+        return TextPosition(line: Int(line), character: Int(character))
+    }
+
+    var json: JSONValue {
+        var object: JSONObject = [
+            "document": .string(handle), "version": .integer(version), "edits": .array(edits.map(Server.json)),
+        ]
+        if hasUndo {
+            var undo: JSONObject = [:]
+            if let undoMerge { undo["merge"] = .bool(undoMerge) }
+            if let label { undo["label"] = .string(label) }
+            object["undo"] = .object(undo)
+        }
+        return .object(object)
+    }
+
+    /// The connection's predecoder: `document/edit` only.
+    static func predecode(_ method: String, _ params: JSONCView) -> (any PredecodedParams)? {
+        method == "document/edit" ? EditParams(view: params) : nil
+    }
+
+    /// The request's params, predecoded or read now.
+    static func of(_ request: Request) throws(ResponseError) -> EditParams {
+        if let predecoded = request.predecoded as? EditParams { return predecoded }
+        return try EditParams(request.params)
+    }
+}

@@ -92,28 +92,25 @@ extension Server {
     }
 
     /// `document/edit`: edits in order, all or nothing, against a version.
-    func editDocument(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
-        let params = try Params(byName: rawParams, method: "document/edit")
-        let handle = try params.string("document")
-        let version = try params.integer("version", in: 0...Int64.max)
-        let edits = try params.textEdits("edits")
-        let undo = try params.optionalObject("undo")
-        let merge = try undo?.optionalBool("merge") ?? false
-        let label = try undo?.optionalString("label")
-        let encoding = positionEncoding
-        let result: Result<Int64, DocumentError>
-        if store.isOnItsThread {
-            // The hot path of a typing client: already on the store's thread (the loop), so the
-            // edit runs here and now, without an actor hop's enqueue and dequeue.
-            result = store.editOnItsThread(handle, version: version, edits: edits, encoding: encoding, label: label, merge: merge)
-        } else {
-            do throws(DocumentError) {
-                result = .success(try await store.edit(
-                    handle, version: version, edits: edits, encoding: encoding, label: label, merge: merge))
-            } catch {
-                result = .failure(error)
-            }
+    func editDocument(_ request: Request) async throws(ResponseError) -> JSONValue {
+        let edit = try EditParams.of(request)
+        if store.isOnItsThread { return try editNow(edit) }
+        do throws(DocumentError) {
+            let newVersion = try await store.edit(
+                edit.handle, version: edit.version, edits: edit.edits, encoding: positionEncoding, label: edit.label,
+                merge: edit.merge)
+            return ["version": .integer(newVersion)]
+        } catch {
+            throw Self.responseError(error, id: .null)
         }
+    }
+
+    /// `document/edit` run here and now, on the store's thread (the loop): the hot path of a
+    /// typing client, without an actor hop's enqueue and dequeue.
+    func editNow(_ edit: EditParams) throws(ResponseError) -> JSONValue {
+        let result = store.editOnItsThread(
+            edit.handle, version: edit.version, edits: edit.edits, encoding: positionEncoding, label: edit.label,
+            merge: edit.merge)
         switch result {
         case .success(let newVersion): return ["version": .integer(newVersion)]
         case .failure(let error): throw Self.responseError(error, id: .null)

@@ -108,7 +108,7 @@ public final class Server: MessageHandler {
         "document/open": { server, request, context throws(ResponseError) in try server.openDocument(request.params, context) },
         "document/create": { server, request, _ throws(ResponseError) in .now(.success(try await server.createDocument(request.params))) },
         "document/read": { server, request, _ throws(ResponseError) in .now(.success(try await server.readDocument(request.params))) },
-        "document/edit": { server, request, _ throws(ResponseError) in .now(.success(try await server.editDocument(request.params))) },
+        "document/edit": { server, request, _ throws(ResponseError) in .now(.success(try await server.editDocument(request))) },
         "document/undo": { server, request, _ throws(ResponseError) in .now(.success(try await server.undoOrRedo(request.params, undo: true))) },
         "document/redo": { server, request, _ throws(ResponseError) in .now(.success(try await server.undoOrRedo(request.params, undo: false))) },
         "document/state": { server, request, _ throws(ResponseError) in .now(.success(try await server.documentState(request.params))) },
@@ -209,6 +209,23 @@ public final class Server: MessageHandler {
             return .now(.failure(error))
         }
     }
+
+    /// `document/edit` is answered synchronously when the request path runs on the store's thread
+    /// (the loop) and nothing is traced: no task switch, no job. Everything else, and an edit
+    /// before `initialize` or after `shutdown`, goes down ``handle(_:context:)``.
+    public func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
+        guard request.method == "document/edit", lifecycle == .running, trace == .off, store.isOnItsThread else {
+            return nil
+        }
+        do throws(ResponseError) {
+            return .success(try editNow(EditParams.of(request)))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// `document/edit`'s params are read straight from the parsed text (``EditParams/init(view:)``).
+    public var paramsPredecoder: ParamsPredecoder? { EditParams.predecode }
 
     public func handle(_ notification: Notification) async {
         traceReceived("notification '\(notification.method)'.", params: notification.params)

@@ -207,3 +207,17 @@ struct FramingWriteTests {
         #expect(parser.feed(stream) == bodies.map { .message(bytes($0)) })
     }
 }
+
+@Suite("Framing: the header written")
+struct FramingHeaderTests {
+    @Test("Content-Length in decimal for every length, then the body; appending after earlier frames")
+    func header() {
+        for length in [0, 1, 9, 10, 99, 100, 12345, 1 << 20] {
+            let body = [UInt8](repeating: 0x61, count: length)
+            #expect(Framing.frame(body) == Array("Content-Length: \(length)\r\n\r\n".utf8) + body)
+        }
+        var output = Framing.frame([0x7B, 0x7D])
+        Framing.append([0x5B, 0x5D], to: &output)
+        #expect(String(decoding: output, as: UTF8.self) == "Content-Length: 2\r\n\r\n{}Content-Length: 2\r\n\r\n[]")
+    }
+}

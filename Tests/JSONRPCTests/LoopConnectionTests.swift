@@ -130,3 +130,133 @@ struct LoopConnectionTests {
         #expect(messages[3]["result"]?["n"] == 4)
     }
 }
+
+/// The params of "now" as its predecoder reads them: `{"n": integer}` and nothing else.
+private struct NowParams: PredecodedParams {
+    let n: Int64
+    var json: JSONValue { ["n": .integer(n)] }
+}
+
+/// A handler that answers "now" at once (synchronously) and everything else through `handle`,
+/// recording the order in which it saw requests and how each arrived.
+private final class ImmediateHandler: MessageHandler, @unchecked Sendable {
+    let loop: LoopExecutor
+    let started = Atomic<Int>(0)
+    /// (id, "now" or "async", whether the params came predecoded, whether on the loop)
+    var seen: [(Int64, String, Bool, Bool)] = []
+    var exitStatus: Int32?
+
+    init(loop: LoopExecutor) { self.loop = loop }
+
+    var paramsPredecoder: ParamsPredecoder? {
+        { method, params in
+            guard method == "now", params.objectCount == 1, let n = params.member("n")?.integer else { return nil }
+            return NowParams(n: n)
+        }
+    }
+
+    func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
+        guard request.method == "now", case .integer(let id) = request.id else { return nil }
+        seen.append((id, "now", request.predecoded is NowParams, loop.isCurrent))
+        return .success(request.params ?? .null)
+    }
+
+    func handle(_ request: Request, context: RequestContext) async -> Reply {
+        if case .integer(let id) = request.id { seen.append((id, "async", request.predecoded != nil, loop.isCurrent)) }
+        if request.method == "slow" {
+            started.add(1, ordering: .releasing)
+            usleep(20_000)
+        }
+        return .now(.success(request.params ?? .null))
+    }
+
+    func handle(_ notification: Notification) async {
+        if notification.method == "exit" { exitStatus = 0 }
+    }
+
+    func handle(_ response: Response) async {}
+    func inputEnded(midMessage: Bool) async -> Int32 { 1 }
+}
+
+@Suite("Connection: requests answered at once, params read straight from the parsed text")
+struct ImmediateAnswerTests {
+    @Test("answered at once and through the handler, interleaved: every answer in arrival order, predecoded params equal to the sent ones")
+    func interleavedOrder() async {
+        let harness = PipeHarness()
+        let handler = ImmediateHandler(loop: harness.loop)
+        let methods = (1...300).map { $0 % 3 == 0 ? "echo" : "now" }
+        harness.send(methods.enumerated().map { request($0.offset + 1, $0.element) } + [exitMessage])
+        #expect(await harness.connection.run(handler: handler) == 0)
+        let (messages, writes) = harness.output
+        #expect(messages.map { $0["id"] } == (1...300).map { .integer(Int64($0)) })
+        #expect(messages.map { $0["result"]?["n"] } == (1...300).map { .integer(Int64($0)) })
+        #expect(handler.seen.map(\.0) == (1...300).map { Int64($0) }, "handled in arrival order")
+        #expect(handler.seen.map(\.1) == methods.map { $0 == "now" ? "now" : "async" })
+        #expect(handler.seen.allSatisfy { $0.3 }, "all on the loop")
+        #expect(handler.seen.filter { $0.1 == "now" }.allSatisfy { $0.2 }, "every \"now\" came predecoded")
+        #expect(handler.seen.filter { $0.1 == "async" }.allSatisfy { !$0.2 }, "nothing else did")
+        #expect(writes < 30, "300 answers in \(writes) writes")
+    }
+
+    @Test("a synchronous client (one request, then its answer): each answered at once without the handler's async path")
+    func synchronousClient() async throws {
+        let harness = PipeHarness()
+        let handler = ImmediateHandler(loop: harness.loop)
+        let connection = harness.connection
+        let running = Task { await connection.run(handler: handler) }
+        for id in 1...50 {
+            harness.send([request(id, "now")])
+            let deadline = ContinuousClock.now + .seconds(5)
+            while harness.output.messages.count < id, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .microseconds(200))
+            }
+            #expect(harness.output.messages.count == id)
+        }
+        harness.send([exitMessage])
+        #expect(await running.value == 0)
+        #expect(handler.seen.map(\.0) == (1...50).map { Int64($0) })
+        #expect(handler.seen.allSatisfy { $0.1 == "now" && $0.2 && $0.3 })
+        #expect(harness.output.messages.map { $0["result"]?["n"] } == (1...50).map { .integer(Int64($0)) })
+    }
+
+    @Test("a request the predecoder does not take whole (a member it does not know, a string for an integer) arrives with its params as sent")
+    func predecoderDeclines() async {
+        let harness = PipeHarness()
+        let handler = ImmediateHandler(loop: harness.loop)
+        harness.send([
+            #"{"jsonrpc":"2.0","id":1,"method":"now","params":{"n":1,"extra":[1.5,"x"]}}"#,
+            #"{"jsonrpc":"2.0","id":2,"method":"now","params":{"n":"2"}}"#,
+            #"{"jsonrpc":"2.0","id":3,"method":"now","params":{"n":3},"extra":true}"#,
+            #"{"jsonrpc":"2.0","id":4,"method":"now","params":{"n":4,"n":5}}"#,
+            exitMessage,
+        ])
+        #expect(await harness.connection.run(handler: handler) == 0)
+        let messages = harness.output.messages
+        #expect(messages[0]["result"] == ["n": 1, "extra": [1.5, "x"]])
+        #expect(messages[1]["result"] == ["n": "2"])
+        #expect(messages[2]["result"] == ["n": 3])
+        #expect(handler.seen.map(\.2) == [false, false, false], "none predecoded")
+        // Two members with one name are refused however the message would have been read.
+        #expect(messages[3]["error"]?["code"] == .integer(-32700), "\(messages[3])")
+        #expect(messages[3]["id"] == .null)
+    }
+
+    @Test("a request answered at once that was cancelled while queued gets -32800 and is not run")
+    func cancelledWhileQueued() async throws {
+        let harness = PipeHarness()
+        let handler = ImmediateHandler(loop: harness.loop)
+        harness.send([request(1, "slow"), request(2, "now"), request(3, "now")])
+        let connection = harness.connection
+        let running = Task { await connection.run(handler: handler) }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while handler.started.load(ordering: .acquiring) == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        harness.send([#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":3}}"#, request(4, "now"), exitMessage])
+        #expect(await running.value == 0)
+        let messages = harness.output.messages
+        #expect(messages.map { $0["id"] } == [1, 2, 3, 4].map { .integer($0) })
+        #expect(messages[2]["error"]?["code"] == .integer(-32800))
+        #expect(handler.seen.map(\.0) == [1, 2, 4], "3 never ran")
+    }
+}
