@@ -73,6 +73,7 @@ let package = Package(
             "Server",
             "Client",
             "FileStore",
+            "Execution",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -48,3 +48,40 @@ int cfs_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK
 int cfs_open_path_only(const char *path) {
     return open(path, O_PATH | O_CLOEXEC);
 }
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+int cfs_reexec_with_tcache_count(char *const argv[], int count) {
+    // A set-user-ID program has GLIBC_TUNABLES removed at start: it would re-execute forever.
+    if (getauxval(AT_SECURE) != 0) return 0;
+    const char *found = getenv("GLIBC_TUNABLES");
+    if (found != NULL && strstr(found, "glibc.malloc.tcache_count") != NULL) return 0;
+    char *current = found != NULL ? strdup(found) : NULL;
+    if (found != NULL && current == NULL) return -1;
+    char setting[64];
+    snprintf(setting, sizeof setting, "glibc.malloc.tcache_count=%d", count);
+    size_t length = (current != NULL ? strlen(current) + 1 : 0) + strlen(setting) + 1;
+    char *value = malloc(length);
+    if (value == NULL) { free(current); return -1; }
+    if (current != NULL && current[0] != '\0') {
+        snprintf(value, length, "%s:%s", setting, current);
+    } else {
+        snprintf(value, length, "%s", setting);
+    }
+    int saved;
+    if (setenv("GLIBC_TUNABLES", value, 1) == 0) {
+        execv("/proc/self/exe", argv);
+        saved = errno;
+        // Not re-executed: leave the environment as it was.
+        if (current != NULL) setenv("GLIBC_TUNABLES", current, 1); else unsetenv("GLIBC_TUNABLES");
+    } else {
+        saved = errno;
+    }
+    free(value);
+    free(current);
+    errno = saved;
+    return -1;
+}

@@ -383,18 +383,33 @@ public actor DocumentStore {
 
     /// Runs `body` on the stored document in place (no copy of its history or text); reports a
     /// change of its state or of `hasUnsavedChanges` for `reason`, and schedules an autosave.
+    private static func mutate<T>(
+        _ document: inout Document, _ body: (inout Document) throws(DocumentError) -> T
+    ) throws(DocumentError) -> T {
+        try body(&document)
+    }
+
     private func modify<T>(_ handle: String, reason: DocumentEvent.Reason, _ body: (inout Document) throws(DocumentError) -> T) throws(DocumentError) -> T {
         // Only the few values compared are copied out: a copy of the document held across the
         // mutation would make it copy its text and history.
         guard let index = documents.index(forKey: handle) else { throw .unknownDocument(handle) }
-        let (state, wasUnsaved, version) = (
-            documents.values[index].state, documents.values[index].hasUnsavedChanges, documents.values[index].version
-        )
-        // Mutated in place through the values' subscript: `documents[handle]!` would move the
-        // document out into an optional and back (an allocation and two copies per edit).
-        let result = try body(&documents.values[index])
-        let changed = documents.values[index].version != version
-        reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason)
+        // Mutated in place through the values' subscript, and read only inside that access:
+        // `documents[handle]!` would move the document out into an optional and back, and each
+        // read through the getter copies it (an allocation and several copies per edit).
+        var state = DocumentState()
+        var wasUnsaved = false
+        var changed = false
+        var reported = false
+        let result = try Self.mutate(&documents.values[index]) { (document) throws(DocumentError) -> T in
+            state = document.state
+            wasUnsaved = document.hasUnsavedChanges
+            let version = document.version
+            let result = try body(&document)
+            changed = document.version != version
+            reported = document.state != state || document.hasUnsavedChanges != wasUnsaved
+            return result
+        }
+        if reported { reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason) }
         if changed { scheduleAutosave(handle) }
         return result
     }

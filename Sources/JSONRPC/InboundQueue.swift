@@ -89,9 +89,11 @@ final class InboundQueue: @unchecked Sendable {
             // here, in order, without waking it (a synchronous client's edit costs no job).
             var rest = decoded[...]
             if let answerAtOnce {
-                writer?.hold()
+                // One item (a synchronous client): its answer is written as it is sent.
+                let several = decoded.count > 1
+                if several { writer?.hold() }
                 while let first = rest.first, answerAtOnce(first) { rest = rest.dropFirst() }
-                writer?.flush()
+                if several { writer?.flush() }
                 guard let first = rest.first else { return true }
                 rest = rest.dropFirst()
                 self.waiter = nil

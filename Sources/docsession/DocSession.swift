@@ -1,5 +1,6 @@
 import ArgumentParser
 import Client
+import Execution
 import FileStore
 import JSONRPC
 import Logging
@@ -66,6 +67,9 @@ struct Serve: AsyncParsableCommand {
     var record: String?
 
     func run() async throws {
+        // First, before anything is read or opened: glibc's per-thread cache sized for json-c's
+        // allocations (see MallocTuning; re-executes once).
+        MallocTuning.reexecWithLargerThreadCache()
         // A file-size limit or a closed pipe must surface as EFBIG or EPIPE, not kill the server.
         signal(SIGPIPE, SIG_IGN)
         signal(SIGXFSZ, SIG_IGN)

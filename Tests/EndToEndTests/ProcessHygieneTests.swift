@@ -312,3 +312,37 @@ struct ProcessHygieneTests {
         try session.shutdownAndExit()
     }
 }
+
+/// `serve` re-executes itself once with glibc's per-thread cache sized for json-c's allocations
+/// (Execution's MallocTuning): the same process, the same session, a setting the user made kept.
+@Suite("Process hygiene: the allocator setting")
+struct MallocTuningTests {
+    /// GLIBC_TUNABLES in the environment of the process the client started, as the kernel has it
+    /// once the server answers (an exec keeps the process id and replaces the environment).
+    static func tunables(_ given: String?) throws -> String? {
+        var environment = Session.environment
+        environment["GLIBC_TUNABLES"] = given
+        let session = try Session([], environment: environment)
+        let pid = session.server.processIdentifier
+        // Answering initialize means the server runs its session: any re-execution is behind it.
+        #expect(try session.initialize()["capabilities"] != nil)
+        let raw = try Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/environ"))
+        let entries = raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        let value = entries.first { $0.hasPrefix("GLIBC_TUNABLES=") }.map { String($0.dropFirst("GLIBC_TUNABLES=".count)) }
+        try session.shutdownAndExit()
+        return value
+    }
+
+    @Test("without GLIBC_TUNABLES: the server runs with glibc.malloc.tcache_count=128, in the process the client started")
+    func added() throws {
+        #expect(try Self.tunables(nil) == "glibc.malloc.tcache_count=128")
+    }
+
+    @Test("other tunables: the setting put first; a tcache_count the user chose is left alone")
+    func kept() throws {
+        // glibc, parsing GLIBC_TUNABLES at start, ends the string the kernel shows after the first
+        // tunable (it works on a copy, which keeps them all): only the first can be seen here.
+        #expect(try Self.tunables("glibc.malloc.mmap_threshold=1000000") == "glibc.malloc.tcache_count=128")
+        #expect(try Self.tunables("glibc.malloc.tcache_count=7") == "glibc.malloc.tcache_count=7")
+    }
+}

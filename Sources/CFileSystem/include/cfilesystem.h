@@ -39,4 +39,11 @@ int cfs_open_path_only(const char *path);
 #include "cfs_beneath.h"
 #include "cfs_transfer.h"
 
+/// Unless GLIBC_TUNABLES already names `glibc.malloc.tcache_count`, re-executes this program
+/// (/proc/self/exe, the same argv) with that tunable set to `count` put before GLIBC_TUNABLES' own, so
+/// that glibc keeps more freed blocks per size in each thread's cache. Returns only when it did
+/// not re-execute: 0 when the tunable was already there (or the process is set-user-ID, whose
+/// GLIBC_TUNABLES glibc drops), -1 when the exec failed (errno set; the program goes on as it is).
+int cfs_reexec_with_tcache_count(char *const argv[], int count);
+
 #endif
