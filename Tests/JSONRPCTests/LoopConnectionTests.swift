@@ -206,10 +206,11 @@ struct ImmediateAnswerTests {
         let running = Task { await connection.run(handler: handler) }
         for id in 1...50 {
             harness.send([request(id, "now")])
-            let deadline = ContinuousClock.now + .seconds(5)
-            while harness.output.messages.count < id, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .microseconds(200))
-            }
+            // Generous: the connection's task starts on the cooperative pool, which the other
+            // suites running alongside can keep busy for seconds.
+            let deadline = ContinuousClock.now + .seconds(60)
+            // Polled without suspending: a sleeping task would need the pool again to wake.
+            while harness.output.messages.count < id, ContinuousClock.now < deadline { usleep(200) }
             #expect(harness.output.messages.count == id)
         }
         harness.send([exitMessage])
@@ -248,7 +249,7 @@ struct ImmediateAnswerTests {
         harness.send([request(1, "slow"), request(2, "now"), request(3, "now")])
         let connection = harness.connection
         let running = Task { await connection.run(handler: handler) }
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(60)
         while handler.started.load(ordering: .acquiring) == 0, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(1))
         }

@@ -300,6 +300,25 @@ if !noEdits {
                                     kind, median(cost.cpu) / 1000, median(cost.switches)))
             }
         }
+        // On one processor a round trip is the client's work, the server's and the kernel's, one
+        // after the other. Take away the server's processor time (its kernel time included) and
+        // what remains is the client's share, which no server can remove: Neovim's time over that
+        // share is the most any server could reach with this client here.
+        if placement == "same" {
+            for (kind, neovimTime, ourTime) in [("synchronous", mNS, mOS), ("pipelined", mNP, mOP)] {
+                let key = kind == "synchronous" ? "sync" : "pipelined"
+                guard let cost = costs["\(name) ours \(key)"] else { continue }
+                // Times and processor times are in ns per edit.
+                let clientShare = ourTime - median(cost.cpu)
+                guard clientShare > 0 else { continue }
+                let ceiling = neovimTime / clientShare
+                lines.append(String(format: "  %@: the client's share of our round trip %.1f µs/edit (ours %.1f minus the server's %.1f); "
+                    + "a server costing nothing would reach %.2f times Neovim here", kind, clientShare / 1000, ourTime / 1000,
+                    median(cost.cpu) / 1000, ceiling))
+                say("table| ceiling of ours / Neovim, \(kind), \(name), same processor: a server costing nothing (Neovim / the client's share) | "
+                    + String(format: "%.2f", ceiling) + " | | - | - |")
+            }
+        }
         lines.append("  final texts identical: yes (checked after every replay, \(expected.count) bytes)")
         for line in lines { say(line) }
         summaries += lines

@@ -59,7 +59,7 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     var random = InputRandom(seed: input)
     let stream = StreamPass(input: input, random: &random)
     Sandbox.run { stream.run() }
-    let bare = BarePass(input: input, preInitialize: random.below(2) == 0)
+    let bare = BarePass(input: input, preInitialize: random.below(2) == 0, predecode: random.below(2) == 0)
     Sandbox.run { bare.run() }
     return 0
 }
@@ -150,7 +150,11 @@ enum Sandbox {
     static func confine(_ message: IncomingMessage) -> IncomingMessage {
         switch message {
         case .request(var request):
-            request.params = confine(params: request.params)
+            // Reassigned only when a member was rewritten: a request whose params the server's
+            // predecoder read keeps them predecoded (setting `params` drops the predecoded ones).
+            let params = request.params
+            let confined = confine(params: params)
+            if confined != params { request.params = confined }
             return .request(request)
         case .notification(var notification):
             notification.params = confine(params: notification.params)
@@ -631,6 +635,9 @@ enum OutputCheck {
 
 // MARK: - The serialiser round-trips what the parser accepts
 
+/// One serialiser for the whole run, as the server's writer has one for its life.
+nonisolated(unsafe) let keptTreeSerializer = ShapeCachedSerializer()
+
 enum RoundTrip {
     static func check(_ text: [UInt8]) {
         guard let value = try? harnessParser.parse(text) else { return }
@@ -649,6 +656,13 @@ enum RoundTrip {
             violated(
                 "serialising is a fixpoint", "serialized: \(show(serialized))\nserialized again: \(show(twice))")
         }
+        // The writer's kept-tree serialiser writes the same text, whether it builds a tree for the
+        // value or reuses the last one (kept across inputs; the second call always reuses it).
+        if ShapeCachedSerializer.accepts(value) {
+            for _ in 0..<2 where keptTreeSerializer.serialized(value) != serialized {
+                violated("the kept-tree serialiser writes what serialized() writes", "serialized: \(show(serialized))")
+            }
+        }
     }
 }
 
@@ -663,6 +677,9 @@ struct StreamPass {
     /// Whether the reader decodes the whole input before the dispatcher starts (a fast reader, so
     /// cancellations overtake everything), or the dispatcher drains after every slice.
     let readAhead: Bool
+    /// Whether the decoder has the server's params predecoder (`document/edit` read straight from
+    /// json-c's tree), as the server's own connection does.
+    let predecode: Bool
 
     init(input: [UInt8], random: inout InputRandom) {
         self.input = input
@@ -671,11 +688,14 @@ struct StreamPass {
         maxMessageSize = random.below(4) == 0 ? 1 << 12 : 64 << 20
         preInitialize = random.below(2) == 0
         readAhead = random.below(2) == 0
+        predecode = random.below(2) == 0
     }
 
     func run() {
         let session = Session(maxMessageSize: maxMessageSize, preInitialize: preInitialize)
-        let decoder = InboundDecoder(maxMessageSize: maxMessageSize, pending: session.connection.pending)
+        let decoder = InboundDecoder(
+            maxMessageSize: maxMessageSize, pending: session.connection.pending,
+            predecoder: predecode ? session.server.paramsPredecoder : nil)
         var framer = FrameParser(maxMessageSize: maxMessageSize)
         var events: [FrameParser.Event] = []
         var queue: [Inbound] = []
@@ -709,7 +729,8 @@ struct StreamPass {
             if exits { break }
         }
         let describe = { "\(show(input)) (stream, \(slices.count) slices, cap \(maxMessageSize), "
-            + "\(preInitialize ? "pre-initialized" : "uninitialized"), \(readAhead ? "read-ahead" : "interleaved"))" }
+            + "\(preInitialize ? "pre-initialized" : "uninitialized"), \(readAhead ? "read-ahead" : "interleaved"), "
+            + "\(predecode ? "predecoded" : "not predecoded"))" }
         OutputCheck.check(session.output.take(), against: expected, input: describe())
         guard session.exited == exits else {
             violated("the server stops exactly at an exit notification", describe())
@@ -782,13 +803,18 @@ struct StreamPass {
 struct BarePass {
     let input: [UInt8]
     let preInitialize: Bool
+    let predecode: Bool
 
     func run() {
         let session = Session(maxMessageSize: 64 << 20, preInitialize: preInitialize)
-        let decoder = InboundDecoder(maxMessageSize: 64 << 20, pending: session.connection.pending)
+        let decoder = InboundDecoder(
+            maxMessageSize: 64 << 20, pending: session.connection.pending,
+            predecoder: predecode ? session.server.paramsPredecoder : nil)
         if let item = decoder.decodeBody(input) { session.dispatch([item]) }
         let (expected, exits) = Oracle.expectations(forBody: input)
-        let describe = { "\(show(input)) (bare body, \(preInitialize ? "pre-initialized" : "uninitialized"))" }
+        let describe = {
+            "\(show(input)) (bare body, \(preInitialize ? "pre-initialized" : "uninitialized"), \(predecode ? "predecoded" : "not predecoded"))"
+        }
         OutputCheck.check(session.output.take(), against: expected, input: describe())
         guard session.exited == exits else {
             violated("the server stops exactly at an exit notification", describe())
