@@ -11,6 +11,9 @@ public final class CancellationToken: Sendable {
 
     /// Marks the request cancelled.
     public func cancel() { flag.store(true, ordering: .releasing) }
+
+    /// A token nobody cancels, for work answered at once (nothing can cancel it while it runs).
+    public static let never = CancellationToken()
 }
 
 /// What a handler knows about the request it is answering.
@@ -38,7 +41,9 @@ public struct RequestContext: Sendable {
 public final class PendingRequests: Sendable {
     private struct Entry {
         var count: Int
-        var token: CancellationToken
+        /// Made when a handler first asks for it (most requests are answered without one).
+        var token: CancellationToken?
+        var cancelled = false
     }
 
     private let entries = Mutex<[RequestID: Entry]>([:])
@@ -52,22 +57,37 @@ public final class PendingRequests: Sendable {
                 entry.count += 1
                 entries[id] = entry
             } else {
-                entries[id] = Entry(count: 1, token: CancellationToken())
+                entries[id] = Entry(count: 1)
             }
         }
     }
 
     /// The token of a pending request (a fresh one when the id was never queued).
     public func token(for id: RequestID) -> CancellationToken {
-        entries.withLock { $0[id]?.token } ?? CancellationToken()
+        entries.withLock { entries -> CancellationToken in
+            guard var entry = entries[id] else { return CancellationToken() }
+            if let token = entry.token { return token }
+            let token = CancellationToken()
+            if entry.cancelled { token.cancel() }
+            entry.token = token
+            entries[id] = entry
+            return token
+        }
+    }
+
+    /// Whether a pending request was cancelled (without making its token).
+    public func isCancelled(_ id: RequestID) -> Bool {
+        entries.withLock { $0[id]?.cancelled ?? false }
     }
 
     /// Cancels a pending request; answers whether one was pending.
     @discardableResult
     public func cancel(_ id: RequestID) -> Bool {
         entries.withLock { entries in
-            guard let entry = entries[id] else { return false }
-            entry.token.cancel()
+            guard var entry = entries[id] else { return false }
+            entry.cancelled = true
+            entry.token?.cancel()
+            entries[id] = entry
             return true
         }
     }
@@ -81,7 +101,8 @@ public final class PendingRequests: Sendable {
                 entries[id] = nil
             } else {
                 // A client reusing a pending id gets a fresh token for the next one.
-                entry.token = CancellationToken()
+                entry.token = nil
+                entry.cancelled = false
                 entries[id] = entry
             }
         }

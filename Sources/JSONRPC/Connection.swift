@@ -177,10 +177,11 @@ public final class Connection: Sendable {
     private func answerImmediately(_ item: Inbound, _ handler: some MessageHandler) -> Bool {
         guard case .message(.request(let request)) = item else { return false }
         let id = request.id
-        let token = pending.token(for: id)
-        // A cancelled request takes the ordinary path, which answers it with -32800.
-        guard !token.isCancelled else { return false }
-        let context = RequestContext(id: id, method: request.method, cancellation: token)
+        // A cancelled request takes the ordinary path, which answers it with -32800. Nothing can
+        // cancel this one while it runs (the input is read on this thread), so its context gets a
+        // token nobody cancels rather than one made for it.
+        guard !pending.isCancelled(id) else { return false }
+        let context = RequestContext(id: id, method: request.method, cancellation: .never)
         guard let result = handler.answerImmediately(request, context: context) else { return false }
         pending.finish(id)
         writer.send(Response(id: id, result: result))

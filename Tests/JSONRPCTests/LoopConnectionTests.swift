@@ -11,10 +11,11 @@ import Testing
 #endif
 
 /// A handler that records, per request, whether it ran on the loop; "slow" blocks the loop's
-/// thread for 20 ms (as a long synchronous handler would) after saying it started.
+/// thread until the test releases it (`blockUntilReleased`).
 private final class LoopHandler: MessageHandler {
     let loop: LoopExecutor
     let started = Atomic<Int>(0)
+    let release = Atomic<Bool>(false)
     var onLoop: [Bool] = []
     var exitStatus: Int32?
 
@@ -22,10 +23,7 @@ private final class LoopHandler: MessageHandler {
 
     func handle(_ request: Request, context: RequestContext) async -> Reply {
         onLoop.append(loop.isCurrent)
-        if request.method == "slow" {
-            started.add(1, ordering: .releasing)
-            usleep(20_000)
-        }
+        if request.method == "slow" { blockUntilReleased(started: started, release: release) }
         return .now(.success(request.params ?? .null))
     }
 
@@ -35,6 +33,21 @@ private final class LoopHandler: MessageHandler {
 
     func handle(_ response: Response) async {}
     func inputEnded(midMessage: Bool) async -> Int32 { 1 }
+}
+
+/// What "slow" does: says it started, then blocks the loop's thread (as a long synchronous handler
+/// would) until the test releases it, at most 60 s; so that what the test sends meanwhile arrives
+/// while it blocks, however late the test's own task gets to run on a busy machine.
+private func blockUntilReleased(started: borrowing Atomic<Int>, release: borrowing Atomic<Bool>) {
+    started.add(1, ordering: .releasing)
+    let deadline = ContinuousClock.now + .seconds(60)
+    while !release.load(ordering: .acquiring), ContinuousClock.now < deadline { usleep(100) }
+}
+
+/// Waits, without suspending (a sleeping task would need the busy pool to wake), until `started`.
+private func waitUntilStarted(_ started: borrowing Atomic<Int>) {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while started.load(ordering: .acquiring) == 0, ContinuousClock.now < deadline { usleep(100) }
 }
 
 /// Framed messages written to a pipe that a connection reads; the connection's writes captured.
@@ -115,13 +128,12 @@ struct LoopConnectionTests {
         let handler = LoopHandler(loop: harness.loop)
         harness.send([request(1, "slow"), request(2), request(3)])
         let connection = harness.connection
-        let running = Task { await connection.run(handler: handler) }
-        // Once the slow request runs, 2 and 3 are queued behind it; cancel 3.
-        let deadline = ContinuousClock.now + .seconds(5)
-        while handler.started.load(ordering: .acquiring) == 0, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        // Started on the loop itself: a task on the cooperative pool could wait long for a thread.
+        let running = Task(executorPreference: harness.loop) { await connection.run(handler: handler) }
+        // Once the slow request runs, 2 and 3 are queued behind it; cancel 3, then let it finish.
+        waitUntilStarted(handler.started)
         harness.send([#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":3}}"#, request(4), exitMessage])
+        handler.release.store(true, ordering: .releasing)
         #expect(await running.value == 0)
         let messages = harness.output.messages
         #expect(messages.map { $0["id"] } == [1, 2, 3, 4].map { .integer($0) })
@@ -142,6 +154,7 @@ private struct NowParams: PredecodedParams {
 private final class ImmediateHandler: MessageHandler, @unchecked Sendable {
     let loop: LoopExecutor
     let started = Atomic<Int>(0)
+    let release = Atomic<Bool>(false)
     /// (id, "now" or "async", whether the params came predecoded, whether on the loop)
     var seen: [(Int64, String, Bool, Bool)] = []
     var exitStatus: Int32?
@@ -163,10 +176,7 @@ private final class ImmediateHandler: MessageHandler, @unchecked Sendable {
 
     func handle(_ request: Request, context: RequestContext) async -> Reply {
         if case .integer(let id) = request.id { seen.append((id, "async", request.predecoded != nil, loop.isCurrent)) }
-        if request.method == "slow" {
-            started.add(1, ordering: .releasing)
-            usleep(20_000)
-        }
+        if request.method == "slow" { blockUntilReleased(started: started, release: release) }
         return .now(.success(request.params ?? .null))
     }
 
@@ -203,7 +213,8 @@ struct ImmediateAnswerTests {
         let harness = PipeHarness()
         let handler = ImmediateHandler(loop: harness.loop)
         let connection = harness.connection
-        let running = Task { await connection.run(handler: handler) }
+        // Started on the loop itself: a task on the cooperative pool could wait long for a thread.
+        let running = Task(executorPreference: harness.loop) { await connection.run(handler: handler) }
         for id in 1...50 {
             harness.send([request(id, "now")])
             // Generous: the connection's task starts on the cooperative pool, which the other
@@ -248,12 +259,11 @@ struct ImmediateAnswerTests {
         let handler = ImmediateHandler(loop: harness.loop)
         harness.send([request(1, "slow"), request(2, "now"), request(3, "now")])
         let connection = harness.connection
-        let running = Task { await connection.run(handler: handler) }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while handler.started.load(ordering: .acquiring) == 0, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        // Started on the loop itself: a task on the cooperative pool could wait long for a thread.
+        let running = Task(executorPreference: harness.loop) { await connection.run(handler: handler) }
+        waitUntilStarted(handler.started)
         harness.send([#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":3}}"#, request(4, "now"), exitMessage])
+        handler.release.store(true, ordering: .releasing)
         #expect(await running.value == 0)
         let messages = harness.output.messages
         #expect(messages.map { $0["id"] } == [1, 2, 3, 4].map { .integer($0) })
