@@ -68,6 +68,27 @@ public struct JSONCView {
         return found != 0 ? JSONCView(value) : nil
     }
 
+    /// Calls `body` with each member of an object, in order: its name (NUL-terminated, as json-c
+    /// keeps it) and its value, until `body` answers false. Answers false when the value is not an
+    /// object or `body` stopped early. Reads json-c's table in place: no lookup, no hashing.
+    public func forEachMember(_ body: (_ name: UnsafePointer<CChar>, _ value: JSONCView) -> Bool) -> Bool {
+        guard type == json_type_object, let table = json_object_get_object(object) else { return false }
+        var entry = lh_table_head(table)
+        while let current = entry {
+            let name = lh_entry_k(current).assumingMemoryBound(to: CChar.self)
+            let value = JSONCView(OpaquePointer(lh_entry_v(current)))
+            guard body(name, value) else { return false }
+            entry = lh_entry_next(current)
+        }
+        return true
+    }
+
+    /// Whether a member name handed out by ``forEachMember(_:)`` is `expected`.
+    @inline(__always)
+    public static func name(_ name: UnsafePointer<CChar>, is expected: StaticString) -> Bool {
+        strcmp(name, UnsafeRawPointer(expected.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
+    }
+
     /// The number of elements, when the value is an array.
     public var arrayCount: Int? {
         type == json_type_array ? Int(json_object_array_length(object)) : nil
@@ -90,11 +111,9 @@ public struct JSONCView {
         switch type {
         case json_type_object:
             var count = 0
-            var iterator = json_object_iter_begin(object)
-            var end = json_object_iter_end(object)
-            while json_object_iter_equal(&iterator, &end) == 0 {
-                count += 1 + JSONCView(json_object_iter_peek_value(&iterator)).memberCount()
-                json_object_iter_next(&iterator)
+            _ = forEachMember { _, value in
+                count += 1 + value.memberCount()
+                return true
             }
             return count
         case json_type_array:

@@ -85,9 +85,17 @@ public final class InboundDecoder {
     /// with an integer or string id, whose params the predecoder takes whole; `nil` for anything
     /// else, which is then classified from its `JSONValue` as always.
     private static func predecodedRequest(_ root: JSONCView, _ predecoder: ParamsPredecoder) -> Request? {
-        guard root.objectCount == 4, let version = root.member("jsonrpc"), version.isString("2.0"),
-            let method = root.member("method")?.string, let params = root.member("params"), params.objectCount != nil,
-            let idValue = root.member("id")
+        guard root.objectCount == 4 else { return nil }
+        var version: JSONCView?, method: JSONCView?, params: JSONCView?, idValue: JSONCView?
+        guard root.forEachMember({ name, value in
+            if JSONCView.name(name, is: "jsonrpc") { version = value }
+            else if JSONCView.name(name, is: "method") { method = value }
+            else if JSONCView.name(name, is: "params") { params = value }
+            else if JSONCView.name(name, is: "id") { idValue = value }
+            else { return false }
+            return true
+        }), let version, version.isString("2.0"), let method = method?.string, let params, params.objectCount != nil,
+            let idValue
         else { return nil }
         let id: RequestID
         if let integer = idValue.integer {

@@ -109,53 +109,87 @@ struct EditParams: PredecodedParams {
     /// no member it does not know and no `null`; `nil` otherwise (the request then goes the
     /// ordinary way, which words the refusal or ignores the unknown member).
     init?(view params: JSONCView) {
-        guard let memberCount = params.objectCount, let handle = params.member("document")?.string,
-            let version = params.member("version")?.integer, version >= 0,
-            let list = params.member("edits"), let editCount = list.arrayCount
-        else { return nil }
-        var known = 3
-        if let undo = params.member("undo") {
-            guard let undoCount = undo.objectCount else { return nil }
-            var undoKnown = 0
-            if let merge = undo.member("merge") {
-                guard let value = merge.bool else { return nil }
-                undoMerge = value
-                undoKnown += 1
+        var handle: String?, version: Int64?, list: JSONCView?
+        var hasUndo = false, undoMerge: Bool?, label: String?
+        // Each member once, by name; anything else (or a value of another kind) declines.
+        guard params.forEachMember({ name, value in
+            if JSONCView.name(name, is: "document") {
+                handle = value.string
+                return handle != nil
+            } else if JSONCView.name(name, is: "version") {
+                version = value.integer
+                return version.map { $0 >= 0 } ?? false
+            } else if JSONCView.name(name, is: "edits") {
+                list = value
+                return value.arrayCount != nil
+            } else if JSONCView.name(name, is: "undo") {
+                hasUndo = true
+                return value.forEachMember { name, value in
+                    if JSONCView.name(name, is: "merge") {
+                        undoMerge = value.bool
+                        return undoMerge != nil
+                    } else if JSONCView.name(name, is: "label") {
+                        label = value.string
+                        return label != nil
+                    }
+                    return false
+                }
             }
-            if let label = undo.member("label") {
-                guard let value = label.string else { return nil }
-                self.label = value
-                undoKnown += 1
-            }
-            guard undoKnown == undoCount else { return nil }
-            hasUndo = true
-            known += 1
-        }
-        guard known == memberCount else { return nil }
+            return false
+        }), let handle, let version, let list, let editCount = list.arrayCount else { return nil }
         var edits: [TextEdit] = []
         edits.reserveCapacity(editCount)
         for index in 0..<editCount {
-            let edit = list.element(index)
-            guard let count = edit.objectCount, let text = edit.member("text")?.string else { return nil }
-            var range: TextRange? = nil
-            if let rangeView = edit.member("range") {
-                guard rangeView.objectCount == 2, let start = rangeView.member("start").flatMap(Self.position),
-                    let end = rangeView.member("end").flatMap(Self.position)
-                else { return nil }
-                range = TextRange(start: start, end: end)
-            }
-            guard count == (range == nil ? 1 : 2) else { return nil }
+            var text: String?, range: TextRange?
+            guard list.element(index).forEachMember({ name, value in
+                if JSONCView.name(name, is: "text") {
+                    text = value.string
+                    return text != nil
+                } else if JSONCView.name(name, is: "range") {
+                    range = Self.range(value)
+                    return range != nil
+                }
+                return false
+            }), let text else { return nil }
             edits.append(TextEdit(range: range, text: text))
         }
         self.handle = handle
         self.version = version
         self.edits = edits
+        self.hasUndo = hasUndo
+        self.undoMerge = undoMerge
+        self.label = label
+    }
+
+    /// `{start, end}`, two positions, and nothing else.
+    private static func range(_ view: JSONCView) -> TextRange? {
+        var start: TextPosition?, end: TextPosition?
+        guard view.forEachMember({ name, value in
+            if JSONCView.name(name, is: "start") {
+                start = position(value)
+                return start != nil
+            } else if JSONCView.name(name, is: "end") {
+                end = position(value)
+                return end != nil
+            }
+            return false
+        }), let start, let end else { return nil }
+        return TextRange(start: start, end: end)
     }
 
     /// `{line, character}`, both within LSP's `uinteger`, and nothing else.
     private static func position(_ view: JSONCView) -> TextPosition? {
-        guard view.objectCount == 2, let line = view.member("line")?.integer, Params.positionRange.contains(line),
-            let character = view.member("character")?.integer, Params.positionRange.contains(character)
+        var line: Int64?, character: Int64?
+        guard view.forEachMember({ name, value in
+            if JSONCView.name(name, is: "line") {
+                line = value.integer
+            } else if JSONCView.name(name, is: "character") {
+                character = value.integer
+            } else {
+                return false
+            }
+            return true
+        }), let line, Params.positionRange.contains(line), let character, Params.positionRange.contains(character)
         else { return nil }
         return TextPosition(line: Int(line), character: Int(character))
     }

@@ -316,7 +316,7 @@ if !noEdits {
                     + "a server costing nothing would reach %.2f times Neovim here", kind, clientShare / 1000, ourTime / 1000,
                     median(cost.cpu) / 1000, ceiling))
                 say("table| ceiling of ours / Neovim, \(kind), \(name), same processor: a server costing nothing (Neovim / the client's share) | "
-                    + String(format: "%.2f", ceiling) + " | | - | - |")
+                    + String(format: "%.2f", ceiling) + " |  | - | -")
             }
         }
         lines.append("  final texts identical: yes (checked after every replay, \(expected.count) bytes)")
