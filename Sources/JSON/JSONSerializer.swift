@@ -10,12 +10,17 @@ extension JSONValue {
     public func serialized() -> [UInt8] {
         let root = makeJSONCObject()
         defer { json_object_put(root) }
+        return Self.text(of: root)
+    }
+
+    /// A json-c tree's compact text, copied out of the buffer json-c owns (which the tree's
+    /// release or its next serialisation reuses).
+    static func text(of root: OpaquePointer?) -> [UInt8] {
         var length = 0
         guard
             let text = json_object_to_json_string_length(
                 root, Int32(JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), &length)
         else { return Array("null".utf8) }
-        // Copy before json_object_put releases the buffer json-c owns.
         return Array(UnsafeRawBufferPointer(start: text, count: length))
     }
 

@@ -28,7 +28,7 @@ public final class ShapeCachedSerializer {
         if let shape {
             var leaf = 0
             if Self.setIntegers(of: value, like: shape, in: integers, leaf: &leaf) {
-                return Self.text(of: root)
+                return JSONValue.text(of: root)
             }
         }
         var nodes = 0
@@ -38,7 +38,7 @@ public final class ShapeCachedSerializer {
         shape = value
         integers.removeAll(keepingCapacity: true)
         Self.collectIntegers(root, into: &integers)
-        return Self.text(of: root)
+        return JSONValue.text(of: root)
     }
 
     /// Walks `value` beside `shape`, setting each integer in the kept tree; answers whether the
@@ -114,14 +114,5 @@ public final class ShapeCachedSerializer {
         default:
             break
         }
-    }
-
-    private static func text(of root: OpaquePointer?) -> [UInt8] {
-        var length = 0
-        guard
-            let text = json_object_to_json_string_length(
-                root, Int32(JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), &length)
-        else { return Array("null".utf8) }
-        return Array(UnsafeRawBufferPointer(start: text, count: length))
     }
 }

@@ -10,22 +10,27 @@ import Testing
     import Glibc
 #endif
 
-/// A handler that records, per request, whether it ran on the loop; "slow" blocks the loop's
-/// thread until the test releases it (`blockUntilReleased`).
-private final class LoopHandler: MessageHandler {
+/// What the test handlers share: each request is answered with its params, "slow" blocks the
+/// loop's thread until the test releases it (`blockUntilReleased`), `exit` ends the session.
+private class TestHandler: MessageHandler, @unchecked Sendable {
     let loop: LoopExecutor
     let started = Atomic<Int>(0)
     let release = Atomic<Bool>(false)
-    var onLoop: [Bool] = []
     var exitStatus: Int32?
 
     init(loop: LoopExecutor) { self.loop = loop }
 
+    /// Called with each request `handle` answers.
+    func record(_ request: Request) {}
+
     func handle(_ request: Request, context: RequestContext) async -> Reply {
-        onLoop.append(loop.isCurrent)
+        record(request)
         if request.method == "slow" { blockUntilReleased(started: started, release: release) }
         return .now(.success(request.params ?? .null))
     }
+
+    func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? { nil }
+    var paramsPredecoder: ParamsPredecoder? { nil }
 
     func handle(_ notification: Notification) async {
         if notification.method == "exit" { exitStatus = 0 }
@@ -33,6 +38,12 @@ private final class LoopHandler: MessageHandler {
 
     func handle(_ response: Response) async {}
     func inputEnded(midMessage: Bool) async -> Int32 { 1 }
+}
+
+/// Records, per request, whether it ran on the loop.
+private final class LoopHandler: TestHandler, @unchecked Sendable {
+    var onLoop: [Bool] = []
+    override func record(_ request: Request) { onLoop.append(loop.isCurrent) }
 }
 
 /// What "slow" does: says it started, then blocks the loop's thread (as a long synchronous handler
@@ -151,41 +162,26 @@ private struct NowParams: PredecodedParams {
 
 /// A handler that answers "now" at once (synchronously) and everything else through `handle`,
 /// recording the order in which it saw requests and how each arrived.
-private final class ImmediateHandler: MessageHandler, @unchecked Sendable {
-    let loop: LoopExecutor
-    let started = Atomic<Int>(0)
-    let release = Atomic<Bool>(false)
+private final class ImmediateHandler: TestHandler, @unchecked Sendable {
     /// (id, "now" or "async", whether the params came predecoded, whether on the loop)
     var seen: [(Int64, String, Bool, Bool)] = []
-    var exitStatus: Int32?
 
-    init(loop: LoopExecutor) { self.loop = loop }
-
-    var paramsPredecoder: ParamsPredecoder? {
+    override var paramsPredecoder: ParamsPredecoder? {
         { method, params in
             guard method == "now", params.objectCount == 1, let n = params.member("n")?.integer else { return nil }
             return NowParams(n: n)
         }
     }
 
-    func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
+    override func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
         guard request.method == "now", case .integer(let id) = request.id else { return nil }
         seen.append((id, "now", request.predecoded is NowParams, loop.isCurrent))
         return .success(request.params ?? .null)
     }
 
-    func handle(_ request: Request, context: RequestContext) async -> Reply {
+    override func record(_ request: Request) {
         if case .integer(let id) = request.id { seen.append((id, "async", request.predecoded != nil, loop.isCurrent)) }
-        if request.method == "slow" { blockUntilReleased(started: started, release: release) }
-        return .now(.success(request.params ?? .null))
     }
-
-    func handle(_ notification: Notification) async {
-        if notification.method == "exit" { exitStatus = 0 }
-    }
-
-    func handle(_ response: Response) async {}
-    func inputEnded(midMessage: Bool) async -> Int32 { 1 }
 }
 
 @Suite("Connection: requests answered at once, params read straight from the parsed text")
