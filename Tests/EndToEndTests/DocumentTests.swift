@@ -485,6 +485,40 @@ struct DocumentTests {
         #expect(info["document"] == "d1")
         try session.shutdownAndExit()
     }
+
+    /// An edit is answered at once unless something is traced; traced, it goes the ordinary way
+    /// with its params rebuilt from the predecoded ones: the trace must show them as sent.
+    @Test("a traced edit: its params in the trace as sent (rebuilt from the fast reading), the same answer; untraced again, edits go on")
+    func tracedEdit() throws {
+        let directory = try TestDirectory()
+        let path = try directory.write("traced.txt", "abc\n")
+        let session = try Session.documents(encoding: "utf-16")
+        try session.open(path)
+        try session.notify("$/setTrace", ["value": "verbose"])
+        let params: JSONValue = [
+            "document": "d1", "version": 1, "undo": ["label": "Typing", "merge": false],
+            "edits": [["range": ["start": ["line": 0, "character": 1], "end": ["line": 0, "character": 2]], "text": "X"], ["text": "whole\n"]],
+        ]
+        let response = try session.request("document/edit", params)
+        #expect(response["result"] == ["version": 2], "\(response.jsonText)")
+        let traces = session.server.takeQueued { $0["method"] == "$/logTrace" }
+        let received = try #require(traces.first {
+            $0["params"]?["message"]?.stringValue?.hasPrefix("Received request 'document/edit") == true
+        }, "\(traces.map(\.jsonText))")
+        let traced = try JSONParser().parse(try #require(received["params"]?["verbose"]?.stringValue))
+        #expect(traced == params)
+        #expect(try session.read("d1").0 == "whole\n")
+        #expect(try session.state("d1")["undoLabel"] == "Typing")
+
+        _ = session.server.takeQueued { $0["method"] == "$/logTrace" }
+        try session.notify("$/setTrace", ["value": "off"])
+        #expect(try session.edit("d1", version: 2, [Edit(Position(0, 0), Position(0, 5), "again")]) == 3)
+        #expect(try session.read("d1").0 == "again\n")
+        // Only the $/setTrace itself was traced (it arrived while tracing was on).
+        let after = session.server.takeQueued { $0["method"] == "$/logTrace" }
+        #expect(after.allSatisfy { $0["params"]?["message"] == "Received notification '$/setTrace'." }, "\(after.map(\.jsonText))")
+        try session.shutdownAndExit()
+    }
 }
 
 /// A small seeded generator, so random sessions replay the same way.
@@ -498,4 +532,5 @@ struct SplitMix64: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
 }
