@@ -383,14 +383,8 @@ public actor DocumentStore {
 
     /// Runs `body` on the stored document in place (no copy of its history or text); reports a
     /// change of its state or of `hasUnsavedChanges` for `reason`, and schedules an autosave.
-    private static func mutate<T>(
-        _ document: inout Document, _ body: (inout Document) throws(DocumentError) -> T
-    ) throws(DocumentError) -> T {
-        try body(&document)
-    }
-
     private func modify<T>(_ handle: String, reason: DocumentEvent.Reason, _ body: (inout Document) throws(DocumentError) -> T) throws(DocumentError) -> T {
-        // Only the few values compared are copied out: a copy of the document held across the
+        // Only the few values compared are read out: a copy of the document held across the
         // mutation would make it copy its text and history.
         guard let index = documents.index(forKey: handle) else { throw .unknownDocument(handle) }
         // Mutated in place through the values' subscript, and read only inside that access:
@@ -412,6 +406,13 @@ public actor DocumentStore {
         if reported { reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason) }
         if changed { scheduleAutosave(handle) }
         return result
+    }
+
+    /// `body` on one in-place access of a stored document (see `modify`).
+    private static func mutate<T>(
+        _ document: inout Document, _ body: (inout Document) throws(DocumentError) -> T
+    ) throws(DocumentError) -> T {
+        try body(&document)
     }
 }
 

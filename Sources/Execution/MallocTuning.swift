@@ -7,7 +7,7 @@ import CFileSystem
 /// message is done. glibc's per-thread cache keeps 7 freed blocks per size by default; the rest
 /// go back through the arena, where allocating and freeing cost several times more (a third of
 /// the server's processor time per edit went to malloc and free). With 128 blocks per size the
-/// cache holds a whole message's worth: measured 21.9 → 20.9 µs per synchronous edit and 11.8 →
+/// cache holds a whole message's worth: measured 21.9 → 21.1 µs per synchronous edit and 11.8 →
 /// 10.2 µs pipelined (Benchmarks/README.md).
 ///
 /// The cache's size can only be set from the environment before the process starts

@@ -13,8 +13,10 @@ public final class JSONParser {
     /// The deepest nesting of arrays and objects accepted.
     public let maxDepth: Int
     private let tokener: UnsafeMutablePointer<json_tokener>
-    /// The text with its terminating NUL, as json-c is given it; reused from one parse to the next.
+    /// The text with its terminating NUL, as json-c is given it; reused from one parse to the next
+    /// for texts shorter than ``keptBufferLimit``.
     private var scratch: [CChar] = []
+    static let keptBufferLimit = 1 << 16
 
     /// A parser accepting at most `maxDepth` nested arrays and objects (1 to 64).
     public init(maxDepth: Int = 64) {
@@ -77,15 +79,25 @@ public final class JSONParser {
         guard count < Int(Int32.max) else { throw JSONParseError(.syntax("text longer than 2 GiB"), at: nil) }
 
         // json-c finishes a top-level number only when it sees the terminating NUL, so the body is
-        // passed with one (the scanner has refused any NUL inside it). The buffer is kept.
-        if scratch.count < count + 1 { scratch = [CChar](repeating: 0, count: max(count + 1, scratch.count * 2)) }
-        let root = scratch.withUnsafeMutableBufferPointer { terminated -> OpaquePointer? in
+        // passed with one (the scanner has refused any NUL inside it). The buffer is kept for
+        // small texts (a typing client's requests); a large one gets its own, freed at once, so
+        // that one big message does not leave its size allocated for the parser's life.
+        let parse = { (terminated: UnsafeMutableBufferPointer<CChar>) -> OpaquePointer? in
             if let base = bytes.baseAddress {
                 UnsafeMutableRawPointer(terminated.baseAddress!).copyMemory(from: base, byteCount: count)
             }
             terminated[count] = 0
-            json_tokener_reset(tokener)
-            return json_tokener_parse_ex(tokener, terminated.baseAddress, Int32(count + 1))
+            json_tokener_reset(self.tokener)
+            return json_tokener_parse_ex(self.tokener, terminated.baseAddress, Int32(count + 1))
+        }
+        let root: OpaquePointer?
+        if count < Self.keptBufferLimit {
+            if scratch.count < count + 1 { scratch = [CChar](repeating: 0, count: Self.keptBufferLimit) }
+            root = scratch.withUnsafeMutableBufferPointer { parse($0) }
+        } else {
+            let terminated = UnsafeMutableBufferPointer<CChar>.allocate(capacity: count + 1)
+            defer { terminated.deallocate() }
+            root = parse(terminated)
         }
         let error = json_tokener_get_error(tokener)
         let end = json_tokener_get_parse_end(tokener)

@@ -124,8 +124,8 @@ final class InboundQueue: @unchecked Sendable {
 
     /// The next item in arrival order; nil once the input has ended and everything was taken.
     ///
-    /// While more than this item is queued, the writer is held, so the answers to a pipelining
-    /// client's requests go out together; it is flushed before the queue waits for input.
+    /// While items are queued the writer is held (see ``nextQueued()``), so the answers to a
+    /// pipelining client's requests go out together; it is flushed before the queue waits for input.
     func next() async -> Inbound? {
         if let item = nextQueued() { return item }
         writer?.flush()
