@@ -354,7 +354,8 @@ extension DocumentStore {
     func remove(_ handle: String) {
         guard let closing = documents.removeValue(forKey: handle) else { return }
         stopPresenting(handle)
-        autosaveGeneration[handle] = nil
+        autosaveDue[handle] = nil
+        autosaveTimers.removeValue(forKey: handle)?.task.cancel()
         editingDisabledCount[handle] = nil
         if handleByPath[closing.path] == handle { handleByPath[closing.path] = nil }
         events(DocumentEvent(
@@ -370,18 +371,45 @@ extension DocumentStore {
     }
 
     /// After a change: an autosave once the delay passes with no other change.
+    ///
+    /// One sleeping task per document, not one per change: a change only moves the document's due
+    /// time, and the task, when it wakes, sleeps again until the due time if that has moved (a
+    /// client sending thousands of edits a second makes one task, not thousands). A task is
+    /// replaced only when the new due time is earlier than its wake-up (the delay was shortened).
     func scheduleAutosave(_ handle: String) {
         guard case .afterDelay(let milliseconds) = autosave else { return }
-        let generation = (autosaveGeneration[handle] ?? 0) + 1
-        autosaveGeneration[handle] = generation
-        Task { [weak self] in
-            try? await Task.sleep(for: .milliseconds(milliseconds))
-            await self?.autosaveIfQuiet(handle, generation: generation)
-        }
+        let due = ContinuousClock.now + .milliseconds(milliseconds)
+        autosaveDue[handle] = due
+        if let timer = autosaveTimers[handle], timer.wakesAt <= due { return }
+        autosaveTimers[handle]?.task.cancel()
+        startAutosaveTimer(handle, wakingAt: due)
     }
 
-    private func autosaveIfQuiet(_ handle: String, generation: Int) async {
-        guard autosave != .off, autosaveGeneration[handle] == generation, let document = documents[handle],
+    private func startAutosaveTimer(_ handle: String, wakingAt wake: ContinuousClock.Instant) {
+        let task = Task { [weak self] in
+            try? await Task.sleep(until: wake, clock: .continuous)
+            guard !Task.isCancelled else { return }
+            await self?.autosaveTimerFired(handle, wake)
+        }
+        autosaveTimers[handle] = (task, wake)
+    }
+
+    private func autosaveTimerFired(_ handle: String, _ wake: ContinuousClock.Instant) async {
+        // A task replaced while it was on its way here leaves the work to its replacement.
+        guard autosaveTimers[handle]?.wakesAt == wake else { return }
+        autosaveTimers[handle] = nil
+        guard let due = autosaveDue[handle] else { return }
+        // Changed since the task started: sleep on until the delay has passed after the last one.
+        if ContinuousClock.now < due {
+            startAutosaveTimer(handle, wakingAt: due)
+            return
+        }
+        autosaveDue[handle] = nil
+        await autosaveIfQuiet(handle)
+    }
+
+    private func autosaveIfQuiet(_ handle: String) async {
+        guard autosave != .off, let document = documents[handle],
               document.hasUnsavedChanges, !document.state.contains(.inConflict),
               !document.state.contains(.editingDisabled) else { return }
         // A save or revert running now: look again after it.

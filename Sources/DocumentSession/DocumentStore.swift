@@ -16,9 +16,12 @@ public actor DocumentStore {
     let events: @Sendable (DocumentEvent) -> Void
     /// Documents a save, revert or close is working on, with who waits for them (one at a time).
     var busy: [String: [CheckedContinuation<Void, Never>]] = [:]
-    /// When to save by itself, and the count of changes per document that an autosave waits on.
+    /// When to save by itself.
     var autosave: AutosavePolicy = .off
-    var autosaveGeneration: [String: Int] = [:]
+    /// Per document with changes an autosave waits on: when it is due (the last change plus the
+    /// delay), and the one sleeping task that will look then (see `scheduleAutosave`).
+    var autosaveDue: [String: ContinuousClock.Instant] = [:]
+    var autosaveTimers: [String: (task: Task<Void, Never>, wakesAt: ContinuousClock.Instant)] = [:]
     /// How many reverts and closes asked for have disabled editing and not finished yet.
     var editingDisabledCount: [String: Int] = [:]
     /// The file presenter: watching the documents' files (DocumentStore+Presenting.swift).

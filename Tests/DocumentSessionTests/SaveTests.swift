@@ -302,6 +302,30 @@ struct SaveTests {
         #expect(!log.reasons.contains(.saved) && !log.reasons.contains(.externalChange))
     }
 
+    @Test("a burst of 2,000 edits keeps one autosave timer, and saves once, a delay after the last edit")
+    func autosaveBurst() async throws {
+        let (store, handle, directory, log) = try await storeWithEvents(Array("text\n".utf8))
+        await store.setAutosave(.afterDelay(milliseconds: 150))
+        let started = ContinuousClock.now
+        var timers: Set<Int> = []
+        for _ in 0..<2_000 {
+            _ = try await typeAtStart(store, handle, "a")
+            timers.insert(await store.autosaveTimers.count)
+        }
+        let lastEdit = ContinuousClock.now
+        #expect(timers == [1], "timers alive during the burst: \(timers)")
+        let saved = try await log.wait { $0.reason == .saved }
+        let savedAt = ContinuousClock.now
+        #expect(saved.autosave)
+        // Not before the delay had passed after the last edit (and the burst outlasted the delay
+        // or not: either way only the last edit's deadline counts).
+        #expect(savedAt - lastEdit >= .milliseconds(140), "saved \(savedAt - lastEdit) after the last edit, \(lastEdit - started) burst")
+        #expect(try contents(directory.file("doc.txt")) == Array((String(repeating: "a", count: 2_000) + "text\n").utf8))
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(log.all.filter { $0.reason == .saved }.count == 1)
+        #expect(await store.autosaveTimers.isEmpty)
+    }
+
     @Test("closing reports a closed state; the store sweeps our stale temp files when it opens a document")
     func closeAndSweep() async throws {
         let directory = try TemporaryDirectory()
