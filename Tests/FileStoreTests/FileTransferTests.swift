@@ -43,6 +43,27 @@ private func failure(_ body: () throws(FileSystemError) -> Void) -> FileSystemEr
 }
 
 /// The names in `directory` that are our temp files.
+/// A move into `target` that cannot happen (the directory not writable; as root, who writes any
+/// directory, a missing one beneath it): refused with the errno, the source kept, and nothing
+/// that `leftovers` lists left in `target`.
+private func expectMoveRefused(
+    into target: String, leftovers: (String) throws -> [String], sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+    let source = writeTemporaryFile(Array("keep\n".utf8), name: "a.txt")
+    let destination: String
+    if geteuid() == 0 {
+        destination = target + "/missing/a.txt"
+    } else {
+        chmod(target, 0o555)
+        destination = target + "/a.txt"
+    }
+    defer { chmod(target, 0o755) }
+    let error = failure { () throws(FileSystemError) in try FileTransfer.move(from: source, to: destination, replace: false) }
+    #expect(error?.code == (geteuid() == 0 ? "ENOENT" : "EACCES"), sourceLocation: sourceLocation)
+    #expect(try fileText(source) == "keep\n", sourceLocation: sourceLocation)
+    #expect(try leftovers(target).isEmpty, sourceLocation: sourceLocation)
+}
+
 private func tempFiles(_ directory: String) throws -> [String] {
     try entries(directory).filter { $0.hasPrefix(SafeSave.tempPrefix) }
 }
@@ -154,21 +175,7 @@ struct FileTransferTests {
 
     @Test("a move that cannot happen (destination directory not writable, or missing as root) leaves the source and no temp file")
     func failedMoveLeavesSource() throws {
-        let source = writeTemporaryFile(Array("keep\n".utf8), name: "a.txt")
-        let target = makeTemporaryDirectory()
-        let destination: String
-        if geteuid() == 0 {
-            // Root writes any directory: a missing one instead.
-            destination = target + "/missing/a.txt"
-        } else {
-            chmod(target, 0o555)
-            destination = target + "/a.txt"
-        }
-        defer { chmod(target, 0o755) }
-        let error = failure { () throws(FileSystemError) in try FileTransfer.move(from: source, to: destination, replace: false) }
-        #expect(error?.code == (geteuid() == 0 ? "ENOENT" : "EACCES"))
-        #expect(try fileText(source) == "keep\n")
-        #expect(try tempFiles(target).isEmpty)
+        try expectMoveRefused(into: makeTemporaryDirectory(), leftovers: tempFiles)
     }
 
     // MARK: Move across file systems
@@ -274,20 +281,7 @@ struct FileTransferTests {
     @Test("across file systems, a destination directory that cannot take the file leaves the source and no temp",
           .enabled(if: secondFileSystem, "needs /dev/shm on a file system other than /tmp's"))
     func acrossFileSystemsFailure() throws {
-        let source = writeTemporaryFile(Array("keep\n".utf8), name: "a.txt")
-        let target = try #require(otherFileSystemDirectory())
-        let destination: String
-        if geteuid() == 0 {
-            destination = target + "/missing/a.txt"
-        } else {
-            chmod(target, 0o555)
-            destination = target + "/a.txt"
-        }
-        defer { chmod(target, 0o755) }
-        let error = failure { () throws(FileSystemError) in try FileTransfer.move(from: source, to: destination, replace: false) }
-        #expect(error?.code == (geteuid() == 0 ? "ENOENT" : "EACCES"))
-        #expect(try fileText(source) == "keep\n")
-        #expect(try entries(target).isEmpty)
+        try expectMoveRefused(into: try #require(otherFileSystemDirectory()), leftovers: entries)
     }
 
     // MARK: Copy and write
