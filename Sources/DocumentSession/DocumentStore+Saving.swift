@@ -95,9 +95,18 @@ extension DocumentStore {
         }
         var directoryGuard: (@Sendable (Int32) -> Bool)? = nil
         if let roots { directoryGuard = { descriptor in roots.holds(descriptor: descriptor) } }
+        // The file's content hash when the check for an external change needs it before the
+        // background hash of the file's last read has come in: computed then, on the save's
+        // thread, from the text last synced with the file (the same bytes, encoded as it was).
+        var expectedHash: (@Sendable () -> UInt64?)? = nil
+        if newPath == nil, document.identity.contentHash == nil {
+            let (synced, syncedEncoding, syncedMark) = (document.syncedText, document.encoding, document.hasByteOrderMark)
+            expectedHash = { synced.contentHash(encoding: syncedEncoding, byteOrderMark: syncedMark) }
+        }
         let request = SafeSave.Request(
             path: newPath ?? document.path, expected: newPath == nil ? document.identity : nil,
-            force: force, createOnly: newPath != nil && !force, directoryGuard: directoryGuard)
+            force: force, createOnly: newPath != nil && !force, directoryGuard: directoryGuard,
+            expectedHash: expectedHash)
         let snapshot = text.snapshot
         let (encoding, byteOrderMark) = (text.encoding, text.byteOrderMark)
         let total = Self.encodedSize(snapshot, encoding: encoding, byteOrderMark: byteOrderMark)
@@ -119,9 +128,8 @@ extension DocumentStore {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
         switch outcome {
         case .success(let saved):
-            defer {
-                hashInBackground(handle, buffer: snapshot, encoding: encoding, byteOrderMark: byteOrderMark, identity: saved.identity)
-            }
+            // `saved.identity` carries the hash of the bytes written: a touch right after the save
+            // is told from a change at once.
             let released = releasesEditing ? releaseEditing(handle) : []
             let oldPath = document.path
             change(handle, reason: .saved, autosave: autosave) { document in

@@ -24,6 +24,9 @@ public actor DocumentStore {
     var autosaveTimers: [String: (task: Task<Void, Never>, wakesAt: ContinuousClock.Instant)] = [:]
     /// How many reverts and closes asked for have disabled editing and not finished yet.
     var editingDisabledCount: [String: Int] = [:]
+    /// Whether a file just read is hashed in the background (test-visible: off, it plays a machine
+    /// so busy that the idle-priority hash never comes in; every decision must hold all the same).
+    var hashesInBackground = true
     /// The file presenter: watching the documents' files (DocumentStore+Presenting.swift).
     var presenter = PresenterState()
     let watchFiles: Bool
@@ -215,10 +218,13 @@ public actor DocumentStore {
     }
 
     /// Hashes the text just read, off the actor at idle priority, for the content part of the
-    /// file's identity. It hashes the text in memory encoded as the file was (the same bytes, byte
+    /// file's identity. Nothing waits for it: a save that needs the hash before it has come in
+    /// computes it then (`SafeSave.Request.expectedHash`), and a save records the hash of the bytes
+    /// it wrote. It hashes the text in memory encoded as the file was (the same bytes, byte
     /// for byte), not the file, which may have changed since and which a straggling thread would
     /// keep open; recorded if the document still holds that file's identity.
     func hashInBackground(_ handle: String, buffer: TextBuffer, encoding: TextEncoding, byteOrderMark: Bool, identity: FileIdentity) {
+        guard hashesInBackground else { return }
         // Strongly: a weak capture allocates the store a side table, which LeakSanitizer reported
         // as leaked once the store was gone (the fuzzer, after an open); a store nobody uses any
         // more now stays until its hashes are recorded (only tests and the fuzzer drop stores).
@@ -227,6 +233,9 @@ public actor DocumentStore {
             if let hash { await self.recordHash(handle, hash: hash, identity: identity, of: identity) }
         }
     }
+
+    /// Test-visible: no background hash from now on (``hashesInBackground``).
+    func stopBackgroundHashing() { hashesInBackground = false }
 
     private func recordHash(_ handle: String, hash: UInt64, identity found: FileIdentity, of loaded: FileIdentity) {
         guard found.sameState(as: loaded), documents[handle]?.identity.sameState(as: loaded) == true,
@@ -339,7 +348,7 @@ public actor DocumentStore {
     public func edit(
         _ handle: String, version: Int64, edits: [TextEdit], encoding: PositionEncoding, label: String?, merge: Bool
     ) throws(DocumentError) -> Int64 {
-        try modify(handle, reason: .edited) { (document) throws(DocumentError) -> Int64 in
+        try modify(handle, reason: .edited) { (document, textChanged) throws(DocumentError) -> Int64 in
             try Self.checkEditable(document, version: version)
             let applied: [AppliedEdit]
             do throws(TextBufferError) {
@@ -347,9 +356,14 @@ public actor DocumentStore {
             } catch {
                 throw .invalidText(error)
             }
+            // Every accepted edit raises the version by one, even one that changes nothing (an
+            // empty list, a text replaced by the same text): a pipelining client counts one version
+            // per request it sends, as LSP's clients do, without comparing texts. Only a step that
+            // changes the text enters the undo history (and so `hasUnsavedChanges`, and autosave).
+            document.version += 1
             if applied.contains(where: { !$0.isNoOp }) {
                 document.history.record(applied, label: label, merge: merge)
-                document.version += 1
+                textChanged = true
             }
             return document.version
         }
@@ -369,10 +383,11 @@ public actor DocumentStore {
     private func step(
         _ handle: String, version: Int64?, reason: DocumentEvent.Reason, _ body: (inout Document) -> [TextEdit]?
     ) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
-        try modify(handle, reason: reason) { (document) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) in
+        try modify(handle, reason: reason) { (document, textChanged) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) in
             try Self.checkEditable(document, version: version ?? document.version)
             guard let edits = body(&document) else { return (document.version, []) }
             document.version += 1
+            textChanged = true
             return (document.version, edits)
         }
     }
@@ -385,8 +400,9 @@ public actor DocumentStore {
     }
 
     /// Runs `body` on the stored document in place (no copy of its history or text); reports a
-    /// change of its state or of `hasUnsavedChanges` for `reason`, and schedules an autosave.
-    private func modify<T>(_ handle: String, reason: DocumentEvent.Reason, _ body: (inout Document) throws(DocumentError) -> T) throws(DocumentError) -> T {
+    /// change of its state or of `hasUnsavedChanges` for `reason`, and schedules an autosave when
+    /// `body` says (its second argument) that the text changed.
+    private func modify<T>(_ handle: String, reason: DocumentEvent.Reason, _ body: (inout Document, inout Bool) throws(DocumentError) -> T) throws(DocumentError) -> T {
         // Only the few values compared are read out: a copy of the document held across the
         // mutation would make it copy its text and history.
         guard let index = documents.index(forKey: handle) else { throw .unknownDocument(handle) }
@@ -400,9 +416,7 @@ public actor DocumentStore {
         let result = try Self.mutate(&documents.values[index]) { (document) throws(DocumentError) -> T in
             state = document.state
             wasUnsaved = document.hasUnsavedChanges
-            let version = document.version
-            let result = try body(&document)
-            changed = document.version != version
+            let result = try body(&document, &changed)
             reported = document.state != state || document.hasUnsavedChanges != wasUnsaved
             return result
         }

@@ -43,6 +43,9 @@ public final class SaveSink {
     private var writebackStart: off_t = 0
     private let progress: (Int) -> Void
     private let isCancelled: () -> Bool
+    /// XXH64 of every byte handed over, in order: the content hash of the file written, known the
+    /// moment the save ends (no read of the file, no later pass over the text).
+    private var hasher = ContentHasher()
 
     static let flushBytes = 1 << 20
     static let maximumPieces = 1024
@@ -60,9 +63,13 @@ public final class SaveSink {
     /// The bytes written so far (including those still pending).
     public var count: Int { Int(offset) + pendingBytes }
 
+    /// The content hash (XXH64) of the bytes written so far.
+    public var contentHash: UInt64 { hasher.finalize() }
+
     /// Appends `bytes` to the file. The array is kept, not copied, until it is written.
     public func write(_ bytes: [UInt8]) throws(SaveError) {
         guard !bytes.isEmpty else { return }
+        bytes.withUnsafeBytes { hasher.update($0) }
         pending.append(bytes)
         pendingBytes += bytes.count
         if pendingBytes >= Self.flushBytes || pending.count == Self.maximumPieces { try flush() }
@@ -127,15 +134,22 @@ public enum SafeSave {
         /// lies beneath them; the save writes nothing when it does not.
         public var directoryGuard: (@Sendable (Int32) -> Bool)?
 
+        /// The content hash of the file `expected` describes, computed when the check for an
+        /// external change needs it and `expected` carries none yet (the caller's background hash
+        /// of a file just read has not finished: on a busy machine it may take long). So whether a
+        /// touched file is a conflict never depends on how busy the machine is.
+        public var expectedHash: (@Sendable () -> UInt64?)?
+
         public init(
             path: String, expected: FileIdentity?, force: Bool = false, createOnly: Bool = false,
-            directoryGuard: (@Sendable (Int32) -> Bool)? = nil
+            directoryGuard: (@Sendable (Int32) -> Bool)? = nil, expectedHash: (@Sendable () -> UInt64?)? = nil
         ) {
             self.path = path
             self.expected = expected
             self.force = force
             self.createOnly = createOnly
             self.directoryGuard = directoryGuard
+            self.expectedHash = expectedHash
         }
     }
 
@@ -143,7 +157,7 @@ public enum SafeSave {
     public struct Outcome: Sendable, Equatable {
         /// The file written (the end of any symlink chain).
         public var path: String
-        /// The new file's identity (without a content hash).
+        /// The new file's identity, with the content hash of the bytes written.
         public var identity: FileIdentity
         /// Bytes written.
         public var size: Int
@@ -201,7 +215,9 @@ public enum SafeSave {
         // 3. An external change since the file was read or saved: refused unless forced. A file
         // that vanished is recreated (there is nothing of anyone's to overwrite).
         if let existing, let expected = request.expected, !request.force {
-            try checkUnchanged(directoryFD, name, path: target, expected: expected, now: FileIdentity(existing))
+            try checkUnchanged(
+                directoryFD, name, path: target, expected: expected, expectedHash: request.expectedHash,
+                now: FileIdentity(existing))
         }
 
         // 4. The method.
@@ -290,9 +306,10 @@ public enum SafeSave {
         renamed = true
         // 10. The directory entry flushed; if that fails the save stands but is not durable.
         let durable = fsync(directoryFD) == 0
-        // 11. The new identity, from the file now in place (the content hash is the caller's to
-        // add: it can compute it off the critical path from what it wrote).
-        let identity = FileIdentity(try status(directoryFD, name, path: target) ?? stat())
+        // 11. The new identity, from the file now in place, with the hash of the bytes written (a
+        // touch right after the save is told from a change at once, whatever the machine's load).
+        var identity = FileIdentity(try status(directoryFD, name, path: target) ?? stat())
+        identity.contentHash = sink.contentHash
         return Outcome(path: target, identity: identity, size: sink.count, durable: durable, method: .rename)
     }
 
@@ -363,7 +380,9 @@ public enum SafeSave {
         guard fstat(fileFD, &status) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fstat", path: target)) }
         fileOpen = false
         guard close(fileFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "close", path: target)) }
-        return Outcome(path: target, identity: FileIdentity(status), size: sink.count, durable: true, method: .inPlace)
+        var identity = FileIdentity(status)
+        identity.contentHash = sink.contentHash
+        return Outcome(path: target, identity: identity, size: sink.count, durable: true, method: .inPlace)
     }
 
     /// Copies all of `from` (from its start) over `to` (from its start, truncated to the length).
@@ -433,9 +452,12 @@ public enum SafeSave {
 
     /// Refuses a file whose identity differs from `expected`, unless its bytes still hash the same
     /// (then only its times changed: a `touch`, or a rewrite of the same bytes).
-    private static func checkUnchanged(_ directoryFD: Int32, _ name: String, path: String, expected: FileIdentity, now: FileIdentity) throws(SaveError) {
+    private static func checkUnchanged(
+        _ directoryFD: Int32, _ name: String, path: String, expected: FileIdentity,
+        expectedHash: (@Sendable () -> UInt64?)?, now: FileIdentity
+    ) throws(SaveError) {
         if now.sameState(as: expected) { return }
-        if let hash = expected.contentHash, now.size == expected.size {
+        if now.size == expected.size, let hash = expected.contentHash ?? expectedHash?() {
             let fd = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
             if fd >= 0 {
                 defer { close(fd) }

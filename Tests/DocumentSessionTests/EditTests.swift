@@ -77,7 +77,7 @@ struct EditTests {
         #expect(try await store.document(handle).version == 3)
     }
 
-    @Test("requests that change nothing keep the version and record no undo step", arguments: [
+    @Test("requests that change nothing raise the version by one and record no undo step", arguments: [
         [TextEdit](),
         [insert("", at: 0, 1)],
         [replace(TextRange(0, 0, 0, 2), with: "ab")],
@@ -88,10 +88,17 @@ struct EditTests {
         let version = try await store.edit(handle, version: 1, edits: edits, encoding: .utf16, label: nil, merge: false)
         let document = try await store.document(handle)
         #expect(document.buffer.text == "abc\n")
-        #expect(version == 1)
-        #expect(document.version == 1)
+        #expect(version == 2)
+        #expect(document.version == 2)
         #expect(!document.history.canUndo)
         #expect(!document.hasUnsavedChanges)
+        // The next request is made against the version answered, as a pipelining client predicts.
+        #expect(try await store.edit(handle, version: 2, edits: edits, encoding: .utf16, label: nil, merge: false) == 3)
+        #expect(try await store.edit(handle, version: 3, edits: [insert("x", at: 0, 0)], encoding: .utf16, label: nil, merge: false) == 4)
+        let after = try await store.document(handle)
+        #expect(after.buffer.text == "xabc\n")
+        #expect(after.history.undoCount == 1)
+        #expect(after.hasUnsavedChanges)
     }
 
     @Test("a stale version (older or newer) is refused with the current version, and nothing changes", arguments: [Int64(1), 3, 0, 99])

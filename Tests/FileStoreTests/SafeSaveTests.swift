@@ -93,6 +93,51 @@ struct SafeSaveTests {
         #expect(try fileText(path) == "mine\n")
     }
 
+    @Test("a touched file whose expected identity has no hash yet: the hash is computed then, once, and decides")
+    func touchedBeforeTheHashIsKnown() throws {
+        let path = writeTemporaryFile(Array("same\n".utf8), name: "doc.txt")
+        let before = try identity(path)  // as after an open whose background hash has not come in
+        #expect(before.contentHash == nil)
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        let calls = Counter()
+        // Without a way to compute the hash, a touch looks like a change: refused.
+        #expect(throws: SaveError.self) { try save("mine\n", to: path, expected: before) }
+        // A hash of other bytes: still a change.
+        let other = SafeSave.Request(path: path, expected: before, expectedHash: { calls.add(); return ContentHasher.hash(Array("else\n".utf8)) })
+        #expect(throws: SaveError.self) { try SafeSave.save(other) { (sink) throws(SaveError) in try sink.write(Array("mine\n".utf8)) } }
+        #expect(try fileText(path) == "same\n")
+        // The hash of the bytes the identity describes: only the times changed, the save goes on.
+        let request = SafeSave.Request(path: path, expected: before, expectedHash: { calls.add(); return ContentHasher.hash(Array("same\n".utf8)) })
+        let outcome = try SafeSave.save(request) { (sink) throws(SaveError) in try sink.write(Array("mine\n".utf8)) }
+        #expect(try fileText(path) == "mine\n")
+        #expect(calls.value == 2)
+        // Not asked for when the file is as expected.
+        let untouched = SafeSave.Request(path: path, expected: outcome.identity, expectedHash: { calls.add(); return nil })
+        try SafeSave.save(untouched) { (sink) throws(SaveError) in try sink.write(Array("again\n".utf8)) }
+        #expect(calls.value == 2)
+    }
+
+    @Test("the outcome carries the content hash of the bytes written, by rename and in place")
+    func outcomeHash() throws {
+        let path = writeTemporaryFile(Array("old\n".utf8), name: "doc.txt")
+        let text = String(repeating: "line of text é😀\n", count: 5_000)
+        let outcome = try save(text, to: path, expected: try identity(path))
+        #expect(outcome.method == .rename)
+        #expect(outcome.identity.contentHash == ContentHasher.hash(Array(text.utf8)))
+        // A second hard link makes the save write in place.
+        let link = path + ".link"
+        #expect(Glibc.link(path, link) == 0)
+        let inPlace = try save("short\n", to: path, expected: try identity(path))
+        #expect(inPlace.method == .inPlace)
+        #expect(inPlace.identity.contentHash == ContentHasher.hash(Array("short\n".utf8)))
+        // Touched now, with that identity expected: the hash tells it is only a touch.
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        try save("after\n", to: path, expected: inPlace.identity)
+        #expect(try fileText(link) == "after\n")
+    }
+
     @Test("symlinks: a chain is written through (the links stay links), a dangling one creates its target, a loop is ELOOP")
     func symlinks() throws {
         let path = writeTemporaryFile(Array("old\n".utf8), name: "target.txt")
@@ -278,4 +323,12 @@ final class Probe: @unchecked Sendable {
     private var recorded: [Int] = []
     func record(_ value: Int) { lock.withLock { recorded.append(value) } }
     var values: [Int] { lock.withLock { recorded } }
+}
+
+/// Counts calls from a `@Sendable` closure.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
 }

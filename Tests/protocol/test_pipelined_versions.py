@@ -1,0 +1,123 @@
+"""A pipelining client predicts every version (README §8.5): each accepted `document/edit` raises
+the version by exactly one, whatever its edits do to the text.
+
+A client that sends its edits without waiting for the answers (as LSP's clients send
+`didChange`) names in each request the version it expects: the one before plus one. Real editing
+histories contain edits that replace text by the same text, and clients send empty lists; with a
+rule that kept the version for those, every request pipelined behind one was refused with -32801.
+Here 1,000 edits go out at once, same-text replacements and empty lists among them, in each
+position encoding, over stdio to the built server; every one must be accepted with the predicted
+version, the text must be the model's, and the undo history must hold exactly the requests that
+changed something (a step that changes nothing is still not a step).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from rpc_client import RpcClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python"))
+from docsession_client import apply_text_edits, offset_to_position  # noqa: E402
+
+EDITS = 1000
+TIMEOUT = 120.0  # generous: a busy machine, a debug build
+ALPHABET = "abc xyz\né€ü😀🍐\n"
+START = "Grüße, wörld 😀\nsecond line\n\nfourth: ✓ done\n"
+
+
+def make_request(rng: random.Random, text: str, encoding: str) -> tuple[list[dict], bool]:
+    """One request's edits against `text`, and whether they are meant to change it."""
+    kind = rng.random()
+    if kind < 0.1:
+        return [], False
+    edits: list[dict] = []
+    current = text
+    changes = False
+    for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        start = rng.randint(0, len(current))
+        end = rng.randint(start, min(len(current), start + 8))
+        if rng.random() < 0.35:
+            new = current[start:end]  # the same text: changes nothing
+        elif rng.random() < 0.5:
+            new = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 5)))
+        else:
+            new = ""
+        # Positions in the request's encoding; a position between \r and \n is never made (LF only).
+        edit = {"range": {"start": offset_to_position(current, start, encoding),
+                          "end": offset_to_position(current, end, encoding)},
+                "text": new}
+        edits.append(edit)
+        after = apply_text_edits(current, [edit], encoding)
+        changes = changes or after != current
+        current = after
+    return edits, changes
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
+def test_a_thousand_pipelined_edits_each_raise_the_version_by_one(tmp_path: Path, encoding: str) -> None:
+    path = tmp_path / "doc.txt"
+    path.write_text(START, encoding="utf-8")
+    rng = random.Random(f"pipelined-{encoding}")
+    with RpcClient(args=("--no-watch",), timeout=TIMEOUT) as client:
+        result = client.initialize({"capabilities": {"general": {"positionEncodings": [encoding]}}})
+        assert result["capabilities"]["positionEncoding"] == encoding
+        info = client.call("document/open", {"uri": path.as_uri()})
+        handle, version = info["document"], info["version"]
+        assert version == 1
+
+        # Every request is written before any answer is read: the versions are predicted.
+        model = START
+        changing = 0
+        same_text = empty = 0
+        first_id = client.next_id
+        # The first two change nothing: at the clean point they must not report unsaved changes.
+        plan: list[tuple[list[dict], bool]] = [([], False)]
+        plan.append(([{"range": {"start": offset_to_position(model, 0, encoding),
+                                  "end": offset_to_position(model, 5, encoding)},
+                        "text": model[:5]}], False))
+        while len(plan) < EDITS:
+            edits, changes = make_request(rng, model, encoding)
+            plan.append((edits, changes))
+            model = apply_text_edits(model, edits, encoding)
+        model = START
+        for n, (edits, changes) in enumerate(plan):
+            client.send({"jsonrpc": "2.0", "id": first_id + n, "method": "document/edit",
+                         "params": {"document": handle, "version": version + n, "edits": edits}})
+            model = apply_text_edits(model, edits, encoding)
+            changing += changes
+            empty += not edits
+            same_text += bool(edits) and not changes
+        client.next_id = first_id + len(plan)
+        assert empty >= 50 and same_text >= 100, (empty, same_text)
+
+        for n in range(len(plan)):
+            response, notes = client.read_until_response(first_id + n)
+            assert "error" not in response, f"edit {n} (sent against version {version + n}): {response['error']}"
+            assert response["result"] == {"version": version + n + 1}, n
+            if n < 2:
+                # Nothing changed at the clean point: no `document/stateChanged` before the answer.
+                assert [m for m in notes if m.get("method") == "document/stateChanged"] == [], notes
+
+        read = client.call("document/read", {"document": handle})
+        assert read == {"text": model, "version": version + len(plan)}
+        state = client.call("document/state", {"document": handle})
+        assert state["hasUnsavedChanges"] is (model != START or changing > 0)
+
+        # One undo step per request that changed the text; none for the others.
+        steps = 0
+        while True:
+            result = client.call("document/undo", {"document": handle})
+            if not result["edits"]:
+                break
+            steps += 1
+            assert steps <= len(plan)
+        assert steps == changing
+        read = client.call("document/read", {"document": handle})
+        assert read["text"] == START
+        assert client.call("document/state", {"document": handle})["hasUnsavedChanges"] is False
+        assert client.shutdown_and_exit() == 0
