@@ -1,5 +1,5 @@
 # Conveniences over scripts/ (the README's quick start uses the scripts, which need no make).
-.PHONY: run test build fuzz fuzz-smoke soak bench clean
+.PHONY: run test build fuzz fuzz-smoke soak soak-load bench clean
 
 run:
 	scripts/run
@@ -24,6 +24,12 @@ soak:
 	scripts/bootstrap --tests && swift build
 	DOCSESSION_SOAK_ROUNDS=$(or $(SOAK_ROUNDS),500) DOCSESSION_SOAK_MB=$(or $(SOAK_MB),20) \
 	  DOCSESSION_BIN="$$(swift build --show-bin-path)/docsession" python3 -m pytest -q -s Tests/faults/test_kill_soak.py
+
+# The load soak (Tests/soak/README.md): 10,000 open documents of 10 KB, 8 pipelined writers for
+# SOAK_LOAD_SECONDS (600) with autosave on, another program rewriting files; every text and file
+# checked at the end; the server's RSS drawn to .build/soak-load/rss.png. CI runs 30 seconds of it.
+soak-load:
+	scripts/soak-load --seconds $(or $(SOAK_LOAD_SECONDS),600)
 
 # Every side-by-side benchmark of Benchmarks/ (see Benchmarks/README.md) on the release server, and
 # one table of every figure at the end (scripts/bench); about ten minutes. Quote runs from a quiet
