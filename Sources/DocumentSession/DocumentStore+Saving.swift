@@ -128,8 +128,9 @@ extension DocumentStore {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
         switch outcome {
         case .success(let saved):
-            // `saved.identity` carries the hash of the bytes written: a touch right after the save
-            // is told from a change at once.
+            defer {
+                hashInBackground(handle, buffer: snapshot, encoding: encoding, byteOrderMark: byteOrderMark, identity: saved.identity)
+            }
             let released = releasesEditing ? releaseEditing(handle) : []
             let oldPath = document.path
             change(handle, reason: .saved, autosave: autosave) { document in

@@ -219,8 +219,7 @@ public actor DocumentStore {
 
     /// Hashes the text just read, off the actor at idle priority, for the content part of the
     /// file's identity. Nothing waits for it: a save that needs the hash before it has come in
-    /// computes it then (`SafeSave.Request.expectedHash`), and a save records the hash of the bytes
-    /// it wrote. It hashes the text in memory encoded as the file was (the same bytes, byte
+    /// computes it then, on the save's thread (`SafeSave.Request.expectedHash`). It hashes the text in memory encoded as the file was (the same bytes, byte
     /// for byte), not the file, which may have changed since and which a straggling thread would
     /// keep open; recorded if the document still holds that file's identity.
     func hashInBackground(_ handle: String, buffer: TextBuffer, encoding: TextEncoding, byteOrderMark: Bool, identity: FileIdentity) {

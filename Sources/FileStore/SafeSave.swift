@@ -43,9 +43,6 @@ public final class SaveSink {
     private var writebackStart: off_t = 0
     private let progress: (Int) -> Void
     private let isCancelled: () -> Bool
-    /// XXH64 of every byte handed over, in order: the content hash of the file written, known the
-    /// moment the save ends (no read of the file, no later pass over the text).
-    private var hasher = ContentHasher()
 
     static let flushBytes = 1 << 20
     static let maximumPieces = 1024
@@ -63,13 +60,9 @@ public final class SaveSink {
     /// The bytes written so far (including those still pending).
     public var count: Int { Int(offset) + pendingBytes }
 
-    /// The content hash (XXH64) of the bytes written so far.
-    public var contentHash: UInt64 { hasher.finalize() }
-
     /// Appends `bytes` to the file. The array is kept, not copied, until it is written.
     public func write(_ bytes: [UInt8]) throws(SaveError) {
         guard !bytes.isEmpty else { return }
-        bytes.withUnsafeBytes { hasher.update($0) }
         pending.append(bytes)
         pendingBytes += bytes.count
         if pendingBytes >= Self.flushBytes || pending.count == Self.maximumPieces { try flush() }
@@ -136,8 +129,8 @@ public enum SafeSave {
 
         /// The content hash of the file `expected` describes, computed when the check for an
         /// external change needs it and `expected` carries none yet (the caller's background hash
-        /// of a file just read has not finished: on a busy machine it may take long). So whether a
-        /// touched file is a conflict never depends on how busy the machine is.
+        /// of a file just read or saved has not finished: on a busy machine it may take long). So
+        /// whether a touched file is a conflict never depends on how busy the machine is.
         public var expectedHash: (@Sendable () -> UInt64?)?
 
         public init(
@@ -157,7 +150,9 @@ public enum SafeSave {
     public struct Outcome: Sendable, Equatable {
         /// The file written (the end of any symlink chain).
         public var path: String
-        /// The new file's identity, with the content hash of the bytes written.
+        /// The new file's identity (without a content hash: hashing on the save's path cost 8% of a
+        /// 10 MB save; the caller hashes the text it wrote off that path, and until then a check
+        /// that needs the hash computes it, see ``Request/expectedHash``).
         public var identity: FileIdentity
         /// Bytes written.
         public var size: Int
@@ -306,10 +301,9 @@ public enum SafeSave {
         renamed = true
         // 10. The directory entry flushed; if that fails the save stands but is not durable.
         let durable = fsync(directoryFD) == 0
-        // 11. The new identity, from the file now in place, with the hash of the bytes written (a
-        // touch right after the save is told from a change at once, whatever the machine's load).
-        var identity = FileIdentity(try status(directoryFD, name, path: target) ?? stat())
-        identity.contentHash = sink.contentHash
+        // 11. The new identity, from the file now in place (the content hash is the caller's to
+        // add: it can compute it off the critical path from what it wrote).
+        let identity = FileIdentity(try status(directoryFD, name, path: target) ?? stat())
         return Outcome(path: target, identity: identity, size: sink.count, durable: durable, method: .rename)
     }
 
@@ -380,9 +374,7 @@ public enum SafeSave {
         guard fstat(fileFD, &status) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fstat", path: target)) }
         fileOpen = false
         guard close(fileFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "close", path: target)) }
-        var identity = FileIdentity(status)
-        identity.contentHash = sink.contentHash
-        return Outcome(path: target, identity: identity, size: sink.count, durable: true, method: .inPlace)
+        return Outcome(path: target, identity: FileIdentity(status), size: sink.count, durable: true, method: .inPlace)
     }
 
     /// Copies all of `from` (from its start) over `to` (from its start, truncated to the length).

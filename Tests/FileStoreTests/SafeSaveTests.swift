@@ -118,26 +118,6 @@ struct SafeSaveTests {
         #expect(calls.value == 2)
     }
 
-    @Test("the outcome carries the content hash of the bytes written, by rename and in place")
-    func outcomeHash() throws {
-        let path = writeTemporaryFile(Array("old\n".utf8), name: "doc.txt")
-        let text = String(repeating: "line of text é😀\n", count: 5_000)
-        let outcome = try save(text, to: path, expected: try identity(path))
-        #expect(outcome.method == .rename)
-        #expect(outcome.identity.contentHash == ContentHasher.hash(Array(text.utf8)))
-        // A second hard link makes the save write in place.
-        let link = path + ".link"
-        #expect(Glibc.link(path, link) == 0)
-        let inPlace = try save("short\n", to: path, expected: try identity(path))
-        #expect(inPlace.method == .inPlace)
-        #expect(inPlace.identity.contentHash == ContentHasher.hash(Array("short\n".utf8)))
-        // Touched now, with that identity expected: the hash tells it is only a touch.
-        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
-        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
-        try save("after\n", to: path, expected: inPlace.identity)
-        #expect(try fileText(link) == "after\n")
-    }
-
     @Test("symlinks: a chain is written through (the links stay links), a dangling one creates its target, a loop is ELOOP")
     func symlinks() throws {
         let path = writeTemporaryFile(Array("old\n".utf8), name: "target.txt")
