@@ -388,18 +388,18 @@ extension DocumentStore {
     /// last synced text as the base. Taking or merging is one undoable step; the answer holds the
     /// edits it made (none for `mine`). A merge whose sides changed the same lines changes nothing
     /// and throws `.mergeConflicts` with the regions.
+    ///
+    /// The checks, in this order (each before and again after waiting for a save, revert or close
+    /// running on the document): the document is open; `version`, when given, is the current one
+    /// (`.staleVersion`: a client acting on an old view learns that first, whatever else changed);
+    /// the document is in conflict. Only then is the file read or the merge made.
     public func resolveConflict(
         _ handle: String, _ resolution: ConflictResolution, version: Int64?, encoding: PositionEncoding
     ) async throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
-        guard let document = documents[handle] else { throw .unknownDocument(handle) }
-        guard document.state.contains(.inConflict) else { throw .notInConflict(handle: handle) }
-        if let version, version != document.version { throw .staleVersion(current: document.version, given: version) }
+        try checkResolvable(handle, version: version)
         await acquire(handle)
         defer { release(handle) }
-        guard documents[handle]?.state.contains(.inConflict) == true else { throw .notInConflict(handle: handle) }
-        if let version, let current = documents[handle]?.version, version != current {
-            throw .staleVersion(current: current, given: version)
-        }
+        try checkResolvable(handle, version: version)
 
         // The disk's side: recorded by the watcher, or (a conflict a save found first) read now.
         var disk = presenter.conflicts[handle]
@@ -459,6 +459,14 @@ extension DocumentStore {
         presenter.conflicts[handle] = nil
         refreshLocator(handle)
         return (documents[handle]!.version, sent)
+    }
+
+    /// The checks of ``resolveConflict(_:_:version:encoding:)`` before it acts: open, then the
+    /// version, then in conflict.
+    private func checkResolvable(_ handle: String, version: Int64?) throws(DocumentError) {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        if let version, version != document.version { throw .staleVersion(current: document.version, given: version) }
+        guard document.state.contains(.inConflict) else { throw .notInConflict(handle: handle) }
     }
 
     // MARK: - Versions

@@ -398,6 +398,49 @@ struct PresenterTests {
         #expect(try await p.store.document(p.handle).buffer.text == "mine\n")
     }
 
+    @Test("resolveConflict checks a given version first: a stale one throws staleVersion (the current version) whether the document is in conflict or not, before the file is read or merged, and nothing changes")
+    func staleVersionFirst() async throws {
+        let p = try await presented("text\n")
+        defer { withExtendedLifetime(p) {} }
+        let resolutions = [ConflictResolution.mine, .theirs, .merge(text: nil), .merge(text: "x")]
+        // Not in conflict: the version is what the client got wrong first.
+        for resolution in resolutions {
+            for stale in [Int64(0), 2, 99] {
+                let error = await thrownError { try await p.store.resolveConflict(p.handle, resolution, version: stale, encoding: .utf16) }
+                #expect(error == .staleVersion(current: 1, given: stale), "\(resolution), version \(stale)")
+            }
+        }
+        // In conflict, with a file that cannot be read as text (theirs and merge would fail on it),
+        // or one whose merge conflicts: still the version first.
+        try await setText(p.store, p.handle, "mine\n")
+        try rewriteInPlace(p.path, "theirs\n")
+        _ = try await p.log.wait { $0.reason == .externalChange }
+        for resolution in resolutions {
+            let error = await thrownError { try await p.store.resolveConflict(p.handle, resolution, version: 1, encoding: .utf16) }
+            #expect(error == .staleVersion(current: 2, given: 1), "\(resolution)")
+        }
+        p.log.clear()
+        let fd = open(p.path, O_WRONLY | O_TRUNC)
+        #expect(fd >= 0)
+        _ = [UInt8]([0x61, 0xC3, 0x28, 0x0A]).withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        _ = try await p.log.wait { $0.reason == .externalChange }
+        for resolution in resolutions {
+            let error = await thrownError { try await p.store.resolveConflict(p.handle, resolution, version: 3, encoding: .utf16) }
+            #expect(error == .staleVersion(current: 2, given: 3), "\(resolution)")
+        }
+        let document = try await p.store.document(p.handle)
+        #expect(document.version == 2)
+        #expect(document.buffer.text == "mine\n")
+        #expect(document.state.contains(.inConflict))
+        // Resolved, then asked again with the old version: stale, not "not in conflict".
+        _ = try await p.store.resolveConflict(p.handle, .mine, version: 2, encoding: .utf16)
+        let after = await thrownError { try await p.store.resolveConflict(p.handle, .theirs, version: 1, encoding: .utf16) }
+        #expect(after == .staleVersion(current: 2, given: 1))
+        let again = await thrownError { try await p.store.resolveConflict(p.handle, .theirs, version: 2, encoding: .utf16) }
+        #expect(again == .notInConflict(handle: p.handle))
+    }
+
     // MARK: 7. A save taken before a reload
 
     @Test("a queued save whose text was taken before a reload is refused with changedOnDisk and does not overwrite what the reload took in")
