@@ -30,15 +30,25 @@ public struct Params: Sendable {
         }
     }
 
-    /// Checks that a method that takes no params got none (absent, `null`, `{}` or `[]`).
+    /// Checks that a method that takes no params got none (absent, `null`, `{}` or `[]`). Anything
+    /// else is refused naming the first param given, `params.name` or `params[0]`, and why.
     public static func expectNone(_ params: JSONValue?, method: String) throws(ResponseError) {
+        let field: String, count: Int
         switch params {
         case nil, .null?: return
-        case .object(let object)? where object.isEmpty: return
-        case .array(let array)? where array.isEmpty: return
-        case let other?:
-            throw ResponseError.invalidParams(field: "params", "\(method) takes no params, got \(other.jsonText)")
+        case .object(let object)?:
+            guard let first = object.keys.first else { return }
+            (field, count) = (Params(object: object, path: "params").fieldPath(first), object.count)
+        case .array(let array)?:
+            guard !array.isEmpty else { return }
+            (field, count) = ("params[0]", array.count)
+        case _?:
+            // The message layer refuses params that are neither an object nor an array already.
+            (field, count) = ("params", 1)
         }
+        let given = count > 1 ? " (the first of \(count) given)" : ""
+        throw ResponseError.invalidParams(
+            field: field, "not a param of \(method), which takes none\(given): send no params, or null, {} or []")
     }
 
     /// The full path of a member.

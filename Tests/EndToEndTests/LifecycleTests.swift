@@ -144,7 +144,7 @@ struct LifecycleTests {
         let session = try Session()
         try session.initialize()
         let error = expectError(try session.request("shutdown", ["save": true]), code: -32602, id: 2)
-        #expect(error?["data"]?["field"] == "params")
+        #expect(error?["data"]?["field"] == "params.save")
         try session.shutdownAndExit()
     }
 

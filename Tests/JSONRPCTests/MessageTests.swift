@@ -125,4 +125,17 @@ struct ParamsTests {
         try Params.expectNone([], method: "m")
         #expect(throws: ResponseError.self) { try Params.expectNone(["a": 1], method: "m") }
     }
+
+    @Test("a method without params refuses any given, naming the first by its path and saying why")
+    func noneNamesTheField() throws {
+        #expect(throws: ResponseError.invalidParams(field: "params.save", "not a param of m, which takes none: send no params, or null, {} or []")) {
+            try Params.expectNone(["save": true], method: "m")
+        }
+        #expect(throws: ResponseError.invalidParams(field: "params.b", "not a param of m, which takes none (the first of 2 given): send no params, or null, {} or []")) {
+            try Params.expectNone(.object(JSONObject([("b", .null), ("a", 1)])), method: "m")
+        }
+        #expect(throws: ResponseError.invalidParams(field: "params[0]", "not a param of m, which takes none (the first of 3 given): send no params, or null, {} or []")) {
+            try Params.expectNone([1, 2, 3], method: "m")
+        }
+    }
 }

@@ -1034,6 +1034,43 @@ def test_saves_keep_the_files_metadata_and_opens_sweep_stale_temp_files() -> Non
     assert not [p.name for p in FIXTURES.iterdir() if p.name.startswith(".docsession-save-")]
 
 
+def test_shutdown_refuses_params_naming_the_field_and_the_server_keeps_serving() -> None:
+    """README §5.3: shutdown takes no params (its schema lists none): absent, null, {} and [] only.
+    Anything else is -32602 naming the first param given (`params.NAME`, `params[0]`) and why;
+    nothing changes: documents stay open and editable, autosave still runs, and a later shutdown
+    without params shuts down (exit status 0)."""
+    make_fixtures()
+    with RpcClient(need_binary()) as client:
+        client.initialize({"initializationOptions": {"autosave": {"policy": "afterDelay", "delay": 50}}})
+        client.notify("initialized")
+        assert client.call("document/open", {"uri": uri("notes.txt"), "includeText": False})["document"] == "d1"
+        refusals = [
+            ({"save": True}, "params.save", ""),
+            ({"force": None, "save": 1}, "params.force", " (the first of 2 given)"),
+            ([True], "params[0]", ""),
+            ([{}, []], "params[0]", " (the first of 2 given)"),
+            ([None], "params[0]", ""),
+        ]
+        for params, field, given in refusals:
+            response, before = client.request("shutdown", params)
+            assert before == [], before
+            validate_server_message(response)
+            assert response["error"] == {
+                "code": -32602,
+                "message": f"{field}: not a param of shutdown, which takes none{given}: send no params, or null, {{}} or []",
+                "data": {"field": field},
+            }, (params, response)
+        # Still serving, and still running: an edit is autosaved as before.
+        response, before = client.request("document/edit", {"document": "d1", "version": 1, "edits": [{"text": "After\n"}]})
+        assert response["result"] == {"version": 2}, response
+        seen = before
+        while not any(m.get("method") == "document/stateChanged" and m["params"]["reason"] == "saved" for m in seen):
+            seen.append(client.read_message())
+        assert (FIXTURES / "notes.txt").read_bytes() == b"After\n"
+        assert client.call("document/read", {"document": "d1"})["version"] == 2
+        assert client.shutdown_and_exit() == 0
+
+
 def test_a_file_touched_on_disk_is_not_a_conflict() -> None:
     """README §8.14, step 3: a file whose times changed but whose bytes did not (a `touch`) saves
     without `force`; one whose bytes changed is a conflict."""
