@@ -113,9 +113,14 @@ extension DocumentStore {
 
     /// A save of the document succeeded: the watch and the locator follow the file written (after
     /// a save-as, at its new path), any conflict is over, and the text is kept as a saved version.
+    /// After a save-as the versions kept so far follow the document to its new path (they are the
+    /// document's history, as after a move), before the new one is added there.
     func savedByDocument(_ handle: String, oldPath: String, text: TextBuffer) {
         guard let path = documents[handle]?.path else { return }
-        if path != oldPath { watch(handle, path: path) }
+        if path != oldPath {
+            watch(handle, path: path)
+            inVersionOrder { versions in try? versions.moveDocument(from: oldPath, to: path) }
+        }
         presenter.conflicts[handle] = nil
         refreshLocator(handle)
         keepVersion(of: path, kind: .saved, text: text)

@@ -613,6 +613,49 @@ struct PresenterTests {
         #expect(try await p.store.readVersion(p.handle, id: saved.id).text == "v1 v0\n")
     }
 
+    @Test("with a version store, a save-as takes the document's versions (saved and conflict) to its new path, where the save-as's own version joins them; they read and restore there, and the old file keeps none")
+    func versionsFollowASaveAs() async throws {
+        let p = try await presented("v0\n", keepVersions: true)
+        defer { withExtendedLifetime(p) {} }
+        let versions = try #require(p.versions)
+        try await setText(p.store, p.handle, "v1\n")
+        _ = try await p.store.save(p.handle)
+        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 1 })
+        // A conflict version too: the file changed under an unsaved edit, kept by a forced save.
+        try await setText(p.store, p.handle, "v2\n")
+        try rewriteInPlace(p.path, "theirs\n")
+        _ = try await p.log.wait { $0.reason == .externalChange }
+        _ = try await p.store.save(p.handle, force: true)
+        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 3 })
+        let before = try await p.store.versions(p.handle)
+        #expect(before.map(\.kind) == [.saved, .conflict, .saved])
+
+        let elsewhere = try TemporaryDirectory()
+        defer { withExtendedLifetime(elsewhere) {} }
+        let newPath = elsewhere.file("copy.txt")
+        try await setText(p.store, p.handle, "v3\n")
+        _ = try await p.store.save(p.handle, to: newPath)
+        #expect(try await p.store.document(p.handle).path == newPath)
+        let moved = try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 4 }
+        let listed = try await p.store.versions(p.handle)
+        #expect(moved, "listed: \(listed); under the old path: \(versions.versions(of: p.path))")
+        let after = try await p.store.versions(p.handle)
+        #expect(Array(after.dropFirst()).map(\.id) == before.map(\.id))
+        #expect(after.first?.kind == .saved)
+        #expect(after.allSatisfy { $0.documentPath == newPath })
+        #expect(versions.versions(of: newPath).map(\.id) == after.map(\.id))
+        #expect(versions.versions(of: p.path).isEmpty)
+
+        #expect(try await p.store.readVersion(p.handle, id: after[0].id).text == "v3\n")
+        #expect(try await p.store.readVersion(p.handle, id: before[0].id).text == "v2\n")
+        #expect(try await p.store.readVersion(p.handle, id: before[1].id).text == "theirs\n")
+        #expect(try await p.store.readVersion(p.handle, id: before[2].id).text == "v1\n")
+        let current = try await p.store.document(p.handle).version
+        let restored = try await p.store.restoreVersion(p.handle, id: before[2].id, version: current, encoding: .utf16)
+        #expect(restored.version == current + 1)
+        #expect(try await p.store.document(p.handle).buffer.text == "v1\n")
+    }
+
     // MARK: 10. Restoring a version
 
     @Test("restoring the older of two saved versions brings its text back as one undo step labelled Restore Version")
