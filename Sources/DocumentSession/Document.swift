@@ -33,6 +33,14 @@ public struct Document: Sendable {
     /// How many times the text was taken from the file by a reload or a conflict's resolution: a
     /// save of a text taken before one would overwrite what the file gained, so it is refused.
     var reloadCount = 0
+    /// The file's attributes (permissions, owner, group, extended attributes, writability) when
+    /// the server last looked at them: at the open, after a save or a revert, at every check of the
+    /// watcher. nil when there is no file.
+    public internal(set) var attributes: FileAttributes? = nil
+
+    /// Whether the server can no longer write the file: a save would be refused for the file
+    /// itself (``FileAttributes/readOnly``). false when there is no file (a save creates one).
+    public var readOnly: Bool { attributes?.readOnly ?? false }
 
     /// Whether the text differs from the file's, by the history's account.
     public var hasUnsavedChanges: Bool { history.hasUnsavedChanges }

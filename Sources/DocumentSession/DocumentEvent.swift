@@ -33,6 +33,10 @@ public struct DocumentEvent: Sendable, Equatable {
         case conflictResolved
         /// An earlier version was restored as an edit.
         case restored
+        /// The file's attributes changed, its content did not (a chmod, chown, an extended
+        /// attribute or ACL, an immutable flag), or whether the server can write it did
+        /// (`readOnly`, which the event carries).
+        case attributesChanged
     }
 
     /// What the event reports.
@@ -60,6 +64,8 @@ public struct DocumentEvent: Sendable, Equatable {
     /// Whether an autosave (rather than a client's request) caused it.
     public var autosave: Bool
     public var kind: Kind = .stateChanged
+    /// For `.attributesChanged`: whether the server can no longer write the file, now.
+    public var readOnly: Bool? = nil
 }
 
 /// When the store saves documents by itself.

@@ -54,10 +54,12 @@ extension DocumentStore {
         presenter.positionEncoding = encoding
     }
 
-    /// Starts presenting a newly installed document: its parent directory watched, its file held
-    /// by a locator.
+    /// Starts presenting a newly installed document: its file's attributes recorded, its parent
+    /// directory watched, its file held by a locator.
     func startPresenting(_ handle: String) {
-        guard watchFiles, let document = documents[handle] else { return }
+        guard let document = documents[handle] else { return }
+        documents[handle]!.attributes = FileAttributes.current(path: document.path)
+        guard watchFiles else { return }
         if presenter.watcher == nil && !presenter.watcherFailed { makeWatcher() }
         watch(handle, path: document.path)
         presenter.locators[handle] = FileLocator(path: document.path)
@@ -78,7 +80,9 @@ extension DocumentStore {
     private func makeWatcher() {
         let (stream, continuation) = AsyncStream<FileEvent>.makeStream()
         do throws(FileSystemError) {
-            presenter.watcher = try FileWatcher { continuation.yield($0) }
+            // Closes after reading too: a change of the file's flags (`chattr +i`) leaves no
+            // other trace, and `readOnly` follows it.
+            presenter.watcher = try FileWatcher(closesAfterReading: true) { continuation.yield($0) }
         } catch {
             presenter.watcherFailed = true
             return
@@ -123,6 +127,7 @@ extension DocumentStore {
         }
         presenter.conflicts[handle] = nil
         refreshLocator(handle)
+        noteAttributes(handle)
         keepVersion(of: path, kind: .saved, text: text)
     }
 
@@ -164,6 +169,7 @@ extension DocumentStore {
             guard documents[handle] != nil else { break }
             await acquire(handle)
             await checkFile(handle)
+            noteAttributes(handle)
             release(handle)
         } while presenter.recheck.contains(handle)
         presenter.checking.remove(handle)
@@ -234,6 +240,15 @@ extension DocumentStore {
             // Not readable as text any more (or not readable at all): a conflict without a text
             // for the disk's side; the document keeps its text.
             guard let found = FileIdentity.current(path: path) else { return }
+            // Unless only its permissions changed (`chmod 000` of a file the server does not own):
+            // the same file, size and modification time as last seen, which cannot be read to tell
+            // more. An attributes change (reported as such), not a change of the text; the file is
+            // checked again once it can be read.
+            if case .load(.fileSystem(let failure)) = error, failure.code == "EACCES" || failure.code == "EPERM",
+               let seen, found.device == seen.device, found.inode == seen.inode, found.size == seen.size,
+               found.modificationTime == seen.modificationTime {
+                return
+            }
             let loadError: LoadError? = if case .load(let inner) = error { inner } else { nil }
             recordConflict(handle, DiskVersion(text: nil, identity: found, loaded: nil, error: loadError), error: error)
         case .success(let disk):
@@ -385,6 +400,29 @@ extension DocumentStore {
 
     private func isSymlinked(_ path: String) -> Bool {
         ((try? SafeSave.resolveSymlinks(path)) ?? path) != path
+    }
+
+    /// Looks at the attributes of the document's file now and records them; tells the client
+    /// (`attributesChanged`, with `readOnly`) when those of the same file changed, or when
+    /// `readOnly` did (also with another file at the path, or none: a file that is not there is not
+    /// read-only, a save creates it). The document's own saves write a new file with the old one's
+    /// permissions, owner and attributes, so they report nothing unless `readOnly` changed (a save
+    /// to another file of a read-only document).
+    func noteAttributes(_ handle: String) {
+        guard let document = documents[handle] else { return }
+        let before = document.attributes
+        let now = FileAttributes.current(path: document.path)
+        guard now != before else { return }
+        documents[handle]!.attributes = now
+        var changed = (now?.readOnly ?? false) != (before?.readOnly ?? false)
+        if let now, let before, now.device == before.device, now.inode == before.inode, !now.sameAttributes(as: before) {
+            changed = true
+        }
+        guard changed else { return }
+        events(DocumentEvent(
+            handle: handle, path: document.path, version: document.version, state: document.state,
+            previousState: document.state, hasUnsavedChanges: document.hasUnsavedChanges, reason: .attributesChanged,
+            error: nil, autosave: false, readOnly: now?.readOnly ?? false))
     }
 
     // MARK: - Conflicts

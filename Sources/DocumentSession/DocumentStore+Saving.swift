@@ -146,9 +146,15 @@ extension DocumentStore {
                 }
             }
             savedByDocument(handle, oldPath: oldPath, text: snapshot)
-            return SaveResult(
+            let result = SaveResult(
                 version: text.version, path: request.path, identity: saved.identity, size: saved.size,
                 durable: saved.durable, method: saved.method)
+            // The copy of the document taken before the save (and the request, when it hashes the
+            // synced text) holds the last reference to the text synced before this save, and to
+            // the text as it was when the save began: the pieces edits replaced since are freed
+            // with them, thousands for a large document, so not here on the loop.
+            releaseInBackground((consume document, consume request))
+            return result
         case .failure(let error):
             let reason: DocumentEvent.Reason
             var added: DocumentState = []
@@ -283,6 +289,7 @@ extension DocumentStore {
             }
             presenter.conflicts[handle] = nil
             refreshLocator(handle)
+            noteAttributes(handle)
             hashInBackground(handle, buffer: buffer, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
             return documents[handle]!
         }

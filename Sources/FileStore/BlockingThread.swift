@@ -107,6 +107,30 @@ public func runOnIdleThread<T: Sendable>(_ body: @escaping @Sendable () -> T) as
     }
 }
 
+/// Drops `value` on a pooled thread at nice 10 instead of on the calling thread, and does not wait:
+/// for a last reference whose release is slow and not the caller's to pay (the server's loop
+/// after a save: the text synced before it, a rope of the edited pieces). Whatever `value` frees
+/// is freed there, provided the caller kept no other reference.
+public func releaseInBackground<T: Sendable>(_ value: consuming T) {
+    let box = ReleaseBox(value)
+    BlockingThreadPool.pool(niceness: 10).run { box.value = nil }
+}
+
+/// What ``releaseInBackground(_:)`` drops: taken out by the pool's thread, so that the last
+/// reference goes there and not with the closure (the closure is released on the calling thread
+/// too, whichever thread lets go of it last).
+private final class ReleaseBox<T>: @unchecked Sendable {
+    /// Set on the calling thread, cleared on the pool's thread after the job was handed over.
+    var value: T?
+    init(_ value: consuming T) { self.value = value }
+}
+
+/// Closes `descriptor` on a pooled thread at nice 10, without waiting: for the last descriptor of
+/// a file that has lost its name, whose close frees the file (see ``FileLocator``).
+func closeInBackground(_ descriptor: Int32) {
+    BlockingThreadPool.pool(niceness: 10).run { _ = close(descriptor) }
+}
+
 /// The work a new thread runs, handed over through pthread_create's argument.
 private final class ThreadWork {
     let run: () -> Void

@@ -16,6 +16,7 @@ public struct FileEvent: Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         /// The file's content (or its metadata) may have changed: reported once the name has been
         /// quiet for the debounce window, so a truncate-then-write or a storm of writes is one event.
+        /// With `closesAfterReading`, also a file closed after being read (see the initializer).
         case modified
         /// Another file now holds the name: something was renamed onto it (an atomic replace by
         /// another program, `sed -i`, or our own safe save), or it was created (again) at the name,
@@ -104,13 +105,21 @@ public final class FileWatcher: Sendable {
 
     /// Starts a watcher: opens its inotify descriptor and wake-up descriptor and starts its thread.
     /// `handler` receives every event, on the watcher's thread.
+    ///
+    /// With `closesAfterReading`, a watched file closed after being opened without writing
+    /// (`IN_CLOSE_NOWRITE`) is reported as `.modified` too: the one trace a change of its flags
+    /// leaves (`chattr +i`, `-i`: the `FS_IOC_SETFLAGS` ioctl changes the status-change time
+    /// without any `IN_ATTRIB`, through a descriptor it must open). Such a close starts a window
+    /// but never extends one, so a program reading the file over and over delays no report.
     public init(
-        debounce: Duration = FileWatcher.defaultDebounce,
+        debounce: Duration = FileWatcher.defaultDebounce, closesAfterReading: Bool = false,
         handler: @escaping @Sendable (FileEvent) -> Void
     ) throws(FileSystemError) {
         let (seconds, attoseconds) = debounce.components
         let nanoseconds = max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-        core = try WatcherCore(debounceNanoseconds: nanoseconds, handler: handler)
+        core = try WatcherCore(
+            debounceNanoseconds: nanoseconds,
+            mask: closesAfterReading ? Self.mask | UInt32(IN_CLOSE_NOWRITE) : Self.mask, handler: handler)
     }
 
     deinit { core.stop() }
@@ -349,11 +358,14 @@ final class WatcherCore: @unchecked Sendable {
     private let inotify: Int32
     private let wake: Int32
     private let debounce: Int64
+    /// The events each directory watch asks for (``FileWatcher/mask``, maybe with `IN_CLOSE_NOWRITE`).
+    private let mask: UInt32
     private let handler: @Sendable (FileEvent) -> Void
     private let registry = Mutex(Registry())
 
-    init(debounceNanoseconds: Int64, handler: @escaping @Sendable (FileEvent) -> Void) throws(FileSystemError) {
+    init(debounceNanoseconds: Int64, mask: UInt32, handler: @escaping @Sendable (FileEvent) -> Void) throws(FileSystemError) {
         debounce = debounceNanoseconds
+        self.mask = mask
         self.handler = handler
         let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard descriptor >= 0 else { throw FileSystemError(errno: errno, syscall: "inotify_init1", path: "") }
@@ -392,7 +404,7 @@ final class WatcherCore: @unchecked Sendable {
                 return .failure(FileSystemError(errno: EBADF, syscall: "inotify_add_watch", path: directory,
                                                 reason: "the watcher was stopped"))
             }
-            let descriptor = inotify_add_watch(inotify, directory, FileWatcher.mask)
+            let descriptor = inotify_add_watch(inotify, directory, mask)
             guard descriptor >= 0 else {
                 return .failure(FileSystemError(errno: errno, syscall: "inotify_add_watch", path: directory))
             }
@@ -575,6 +587,10 @@ final class WatcherCore: @unchecked Sendable {
         } else if mask & UInt32(IN_CREATE) != 0 {
             arrive(key, at: time)
         } else if mask & UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB) != 0 {
+            touch(key, at: time) { $0.contentChanged = true }
+        } else if mask & UInt32(IN_CLOSE_NOWRITE) != 0, pending[key] == nil {
+            // Read and closed (asked for with `closesAfterReading`): a window of its own, never
+            // one extended, so a reader in a loop delays no report.
             touch(key, at: time) { $0.contentChanged = true }
         }
     }

@@ -148,6 +148,7 @@ extension Server {
             ]
             if let label = document.history.undoLabel { result["undoLabel"] = .string(label) }
             if let label = document.history.redoLabel { result["redoLabel"] = .string(label) }
+            if document.readOnly { result["readOnly"] = true }
             return .object(result)
         } catch {
             throw Self.responseError(error, id: .null)
@@ -172,6 +173,7 @@ extension Server {
         info["byteOrderMark"] = .bool(document.hasByteOrderMark)
         info["lineEnding"] = .string(document.lineEnding.rawValue)
         info["hasUnsavedChanges"] = .bool(document.hasUnsavedChanges)
+        if document.readOnly { info["readOnly"] = true }
         return .object(info)
     }
 

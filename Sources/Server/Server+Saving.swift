@@ -106,6 +106,7 @@ extension Server {
             "hasUnsavedChanges": .bool(event.hasUnsavedChanges),
         ]
         if event.autosave { params["autosave"] = true }
+        if let readOnly = event.readOnly { params["readOnly"] = .bool(readOnly) }
         if let error = event.error { params["error"] = errorDetail(error) }
         return .object(params)
     }

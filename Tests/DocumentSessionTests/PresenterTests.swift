@@ -1,3 +1,4 @@
+import CFileSystem
 import Foundation
 #if canImport(Glibc)
     import Glibc
@@ -70,6 +71,16 @@ private func renameFile(_ from: String, _ to: String) throws {
     guard rename(from, to) == 0 else { throw TestFailure("rename \(from) \(to): \(String(cString: strerror(errno)))") }
 }
 
+/// Sets a user extended attribute of the file (through a descriptor: `setxattr` is not in Glibc's
+/// module); false where the file system keeps none.
+private func setUserAttribute(_ path: String, _ name: String, _ value: String) -> Bool {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    let bytes = Array(value.utf8)
+    return cfs_fsetxattr(fd, name, bytes, bytes.count) == 0
+}
+
 private func removeFile(_ path: String) throws {
     guard unlink(path) == 0 else { throw TestFailure("unlink \(path): \(String(cString: strerror(errno)))") }
 }
@@ -86,10 +97,11 @@ private func movedFrom(_ event: DocumentEvent) -> String? {
     return nil
 }
 
-/// An event the store sends of itself about the file: a reload, a move, a conflict, a deletion.
+/// An event the store sends of itself about the file: a reload, a move, a conflict, a deletion, a
+/// change of its attributes.
 private func isAboutTheFile(_ event: DocumentEvent) -> Bool {
     if event.kind != .stateChanged { return true }
-    return [.externalChange, .reloaded, .deletedOnDisk].contains(event.reason)
+    return [.externalChange, .reloaded, .deletedOnDisk, .attributesChanged].contains(event.reason)
 }
 
 /// Replaces the document's whole text (one edit, one undo step).
@@ -827,6 +839,94 @@ struct PresenterTests {
         #expect(document.buffer.text == "target changed\n")
         #expect(document.path == link)
         #expect(!document.hasUnsavedChanges)
+    }
+
+    // MARK: 12. Attributes
+
+    @Test("a change of attributes only (chmod a-w, then back) is attributesChanged with readOnly true, then false: no reload, no conflict, the text, version and unsaved edit kept; a save then needs no force")
+    func attributesOnlyChange() async throws {
+        let p = try await presented("protected text\n")
+        defer { withExtendedLifetime(p) {} }
+        #expect(try await p.store.document(p.handle).readOnly == false)
+        try await setText(p.store, p.handle, "my edit\n")
+        p.log.clear()
+
+        // No write bit for anyone: read-only for every user, root included (a save refuses it).
+        #expect(chmod(p.path, 0o444) == 0)
+        let locked = try await p.log.wait { $0.reason == .attributesChanged }
+        #expect(locked.readOnly == true)
+        #expect(locked.kind == .stateChanged)
+        #expect(locked.hasUnsavedChanges)
+        #expect(locked.state == [])
+        var document = try await p.store.document(p.handle)
+        #expect(document.readOnly)
+        #expect(document.attributes?.permissions == 0o444)
+
+        #expect(chmod(p.path, 0o640) == 0)
+        _ = try await p.log.wait { $0.reason == .attributesChanged && $0.readOnly == false }
+        document = try await p.store.document(p.handle)
+        #expect(!document.readOnly)
+        #expect(document.attributes?.permissions == 0o640)
+
+        try await quietPeriod()
+        #expect(p.log.reasons == [.attributesChanged, .attributesChanged], "\(p.log.all)")
+        #expect(document.buffer.text == "my edit\n")
+        #expect(document.version == 2)
+        #expect(document.hasUnsavedChanges)
+        #expect(document.state == [])
+        _ = try await p.store.save(p.handle)
+        #expect(try contents(p.path) == bytes("my edit\n"))
+        #expect(try fileStatus(p.path).st_mode & 0o7777 == 0o640)
+    }
+
+    @Test("an extended attribute set, and (as root) the owner changed, are attributesChanged with readOnly false; a clean document stays clean and is not reloaded")
+    func extendedAttributeAndOwner() async throws {
+        let p = try await presented("tagged text\n")
+        defer { withExtendedLifetime(p) {} }
+        guard setUserAttribute(p.path, "user.docsession-test", "blue") else {
+            // A file system without user attributes (tmpfs before Linux 6.6): nothing to show here.
+            return
+        }
+        let tagged = try await p.log.wait { $0.reason == .attributesChanged }
+        #expect(tagged.readOnly == false)
+        let before = try #require(try await p.store.document(p.handle).attributes)
+        if geteuid() == 0 {
+            p.log.clear()
+            #expect(chown(p.path, 1234, 4321) == 0)
+            let chowned = try await p.log.wait { $0.reason == .attributesChanged }
+            #expect(chowned.readOnly == false)
+            let after = try #require(try await p.store.document(p.handle).attributes)
+            #expect(after.owner == 1234 && after.group == 4321)
+            #expect(after.extendedAttributes == before.extendedAttributes)
+        }
+        try await quietPeriod()
+        #expect(!p.log.all.contains { $0.reason != .attributesChanged }, "\(p.log.all)")
+        let document = try await p.store.document(p.handle)
+        #expect(!document.hasUnsavedChanges)
+        #expect(document.version == 1)
+        #expect(document.history.undoLabel == nil)
+    }
+
+    @Test("the document's own saves of a file with an unusual mode and an extended attribute report no attributesChanged (the saved file takes them over)")
+    func ownSavesKeepAttributesSilently() async throws {
+        let p = try await presented("start\n")
+        defer { withExtendedLifetime(p) {} }
+        #expect(chmod(p.path, 0o604) == 0)
+        _ = setUserAttribute(p.path, "user.docsession-test", "kept")  // where user attributes exist
+        // The chmod and the attribute may come as one check or two: once the document holds the
+        // file's attributes as they are now, both have been reported.
+        #expect(try await eventually { try await p.store.document(p.handle).attributes == FileAttributes.current(path: p.path) })
+        #expect(p.log.reasons.contains(.attributesChanged))
+        p.log.clear()
+        for round in 0..<10 {
+            _ = try await typeAtStart(p.store, p.handle, "\(round) ")
+            _ = try await p.store.save(p.handle)
+            if round % 3 == 0 { try await Task.sleep(for: .milliseconds(70)) }
+        }
+        try await quietPeriod()
+        #expect(p.log.reasons.allSatisfy { $0 == .edited || $0 == .saved }, "\(p.log.all)")
+        #expect(try fileStatus(p.path).st_mode & 0o7777 == 0o604)
+        #expect(try await p.store.document(p.handle).readOnly == false)
     }
 
     // MARK: 11. Closing

@@ -54,6 +54,15 @@ private func writeFile(_ path: String, _ text: String, flags: Int32 = O_WRONLY |
     close(fd)
 }
 
+/// Opens `path` for reading, reads a little, closes it (`IN_OPEN`, `IN_ACCESS`, `IN_CLOSE_NOWRITE`).
+private func readFile(_ path: String) {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    precondition(fd >= 0, "open \(path): \(errno)")
+    var buffer = [UInt8](repeating: 0, count: 64)
+    _ = read(fd, &buffer, buffer.count)
+    close(fd)
+}
+
 /// The links in /proc/self/fd, and how many of them point at `target` (all when nil).
 private func openDescriptors(pointingAt target: String? = nil) -> Int {
     let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
@@ -464,6 +473,50 @@ struct FileWatcherTests {
         }
         released.withLock { $0 = true }
         #expect(await log.waitFor(.rescan, at: file) != nil)
+    }
+
+    @Test("with closesAfterReading a file read and closed (as chattr does to set its flags) is a modified event, without it nothing; a reader in a loop never delays the report of a write")
+    func closesAfterReading() async throws {
+        let directory = makeDirectory()
+        defer { removeTree(directory) }
+        let file = directory + "/read.txt"
+        let sentinel = directory + "/sentinel.txt"
+        writeFile(file, "text\n")
+        writeFile(sentinel, "")
+
+        // Without: a read reports nothing (the sentinel's write, reported after it, proves it).
+        let plainLog = EventLog()
+        let plain = try FileWatcher(handler: plainLog.append)
+        defer { plain.stop() }
+        _ = try plain.watch(path: file)
+        _ = try plain.watch(path: sentinel)
+        readFile(file)
+        await settle(plainLog, sentinel: sentinel)
+        #expect(plainLog.events(for: file).isEmpty, "\(plainLog.all)")
+
+        let log = EventLog()
+        let watcher = try FileWatcher(closesAfterReading: true, handler: log.append)
+        defer { watcher.stop() }
+        _ = try watcher.watch(path: file)
+        readFile(file)
+        #expect(await log.waitFor(.modified, at: file) != nil)
+
+        // A read every 5 ms, well within the 50 ms window, while the file is written: the write is
+        // reported though the name is never quiet for a window (a close after reading starts a
+        // window, it never extends one).
+        let before = log.events(for: file).count
+        writeFile(file, "written\n")
+        var reported = false
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            readFile(file)
+            if log.events(for: file).count > before {
+                reported = true
+                break
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(reported, "the write was not reported while a reader kept reading")
     }
 
     @Test("classify compares identities")

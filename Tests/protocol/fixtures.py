@@ -7,7 +7,7 @@ modification time FIXTURE_DATE, so that what the server answers about them is de
 the hard links in HARD_LINKS. `change_fixture()` and `delete_fixture()` play another program that
 changes a file behind the server's back (the transcript directives `(file NAME now holds "TEXT")`
 and `(file NAME deleted)`, README §1), `move_fixture()` one that renames or moves it (`(file NAME
-moved to NAME2)`).
+moved to NAME2)`), `chmod_fixture()` one that changes its permission bits (`(file NAME mode MODE)`).
 
 Several test runs on one machine would share the directory, so a run holds an exclusive lock on
 LOCK_PATH from start to end (see conftest.py): a second run waits for the first.
@@ -108,6 +108,12 @@ def move_fixture(name: str, to: str) -> None:
     target = fixture_path(to)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.rename(source, target)
+
+
+def chmod_fixture(name: str, mode: int) -> None:
+    """Changes the permission bits of a fixture file, as `chmod` would: only its status-change time
+    moves, its content and modification time stay."""
+    os.chmod(fixture_path(name), mode)
 
 
 def delete_fixture(name: str) -> None:

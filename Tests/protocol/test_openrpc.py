@@ -50,10 +50,11 @@ lines it may hold these directives: `$ docsession ARGS` (first line: the server'
 `(fixtures)` (the fixture directory is created afresh here; the document transcripts start with
 it), `(initialized)`, `(end of input)`, `(exit status N)`, and `(file NAME now holds "TEXT")` and
 `(file NAME deleted)` (another program changes a fixture file behind the server's back), `(file
-NAME moved to NAME2)` (it renames one), and `(the server has kept N versions)` (the runner waits
-until the server's version store holds N versions: they are written in the background); see
-README §1. The notifications the watcher sends after a `(file ...)` directive are read as the
-`<--` lines after it, before the next `-->` line is sent, so they are in a deterministic place.
+NAME moved to NAME2)` (it renames one), `(file NAME mode MODE)` (it chmods one), and `(the server
+has kept N versions)` (the runner waits until the server's version store holds N versions: they are
+written in the background); see README §1. The notifications the watcher sends after a `(file ...)`
+directive are read as the `<--` lines after it, before the next `-->` line is sent, so they are in a
+deterministic place.
 Each server runs with its own empty XDG_STATE_HOME (rpc_client.py), so its versions are its own
 and nothing is written into the user's home.
 """
@@ -71,7 +72,7 @@ from typing import Any, Iterator
 import pytest
 from jsonschema import Draft7Validator
 
-from fixtures import BIG_TEXT, FIXTURE_DATE, ROOT as FIXTURES, change_fixture, delete_fixture, make_fixtures, move_fixture, uri
+from fixtures import BIG_TEXT, FIXTURE_DATE, ROOT as FIXTURES, change_fixture, chmod_fixture, delete_fixture, make_fixtures, move_fixture, uri
 from rpc_client import REPO_ROOT, RpcClient, binary_path, encode, frame
 
 PROTOCOL = REPO_ROOT / "protocol"
@@ -1298,6 +1299,9 @@ def replay(lines: list[str]) -> None:
             elif m := re.fullmatch(r"\(file (\S+) moved to (\S+)\)", line):
                 flush()
                 move_fixture(m.group(1), m.group(2))
+            elif m := re.fullmatch(r"\(file (\S+) mode ([0-7]{3,4})\)", line):
+                flush()
+                chmod_fixture(m.group(1), int(m.group(2), 8))
             elif m := re.fullmatch(r"\(the server has kept (\d+) versions?\)", line):
                 flush()
                 wait_for_versions(state / "versions", int(m.group(1)))
