@@ -116,6 +116,13 @@ extension DocumentStore {
         // answering edits and the save compete, and typing should win; a small one is over before
         // it matters, and waiting for a processor would only slow it.
         let outcome = await runOnOwnThread(niceness: large ? 10 : 0) { () -> Result<SafeSave.Outcome, SaveError> in
+            if newPath != nil {
+                // A save as first sweeps the temp files killed saves left in its destination's
+                // directory, as an open does beside its file (by the same rules, and only where
+                // the save may write).
+                SafeSave.sweepStaleTempFiles(
+                    nextTo: (try? SafeSave.resolveSymlinks(request.path)) ?? request.path, directoryGuard: request.directoryGuard)
+            }
             do throws(SaveError) {
                 return .success(try SafeSave.save(request, progress: { progress($0, total) }, isCancelled: isCancelled) { (sink) throws(SaveError) in
                     try snapshot.write(to: sink, encoding: encoding, byteOrderMark: byteOrderMark)

@@ -592,12 +592,18 @@ public enum SafeSave {
     /// hooks). Taken under the directory lock every save holds, so no running save's temp file is
     /// touched. Backups of in-place writes are left alone: one may hold the only whole copy.
     /// Answers the names removed.
+    ///
+    /// With `directoryGuard` (a save's, under sandbox roots), the directory as opened is swept only
+    /// if the guard accepts it: a save as sweeps only where it may write.
     @discardableResult
-    public static func sweepStaleTempFiles(nextTo path: String) -> [String] {
+    public static func sweepStaleTempFiles(
+        nextTo path: String, directoryGuard: (@Sendable (Int32) -> Bool)? = nil
+    ) -> [String] {
         let (directory, _) = split(path)
         let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard directoryFD >= 0 else { return [] }
         defer { close(directoryFD) }
+        if let directoryGuard, !directoryGuard(directoryFD) { return [] }
         // Only if no save holds the directory right now; otherwise the next open sweeps.
         guard flock(directoryFD, LOCK_EX | LOCK_NB) == 0 else { return [] }
         defer { flock(directoryFD, LOCK_UN) }

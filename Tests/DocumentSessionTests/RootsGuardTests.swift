@@ -40,6 +40,21 @@ struct RootsGuardTests {
         #expect(try await store.document(handle).buffer.text == "CHANGED\n")
     }
 
+    @Test("a save as into a directory that now leads out sweeps nothing there (and writes nothing): outsideRoots; into one inside, it sweeps")
+    func saveAsSweepsOnlyInside() async throws {
+        let (store, handle, directory) = try await swapped()
+        _ = try directory.write("out/.docsession-save-stale", "outside\n")
+        await #expect(throws: DocumentError.save(.outsideRoots(path: directory.file("root/d/new.txt"), directory: directory.file("root/d")))) {
+            _ = try await store.save(handle, to: directory.file("root/d/new.txt"))
+        }
+        #expect(FileManager.default.fileExists(atPath: directory.file("out/.docsession-save-stale")))
+        #expect(!FileManager.default.fileExists(atPath: directory.file("out/new.txt")))
+        _ = try directory.write("root/.docsession-save-stale", "inside\n")
+        _ = try await store.save(handle, to: directory.file("root/new.txt"))
+        #expect(!FileManager.default.fileExists(atPath: directory.file("root/.docsession-save-stale")))
+        #expect(try String(contentsOfFile: directory.file("root/new.txt"), encoding: .utf8) == "INSIDE\n")
+    }
+
     @Test("a revert whose file now leads out reads nothing from there: outsideRoots, the text kept")
     func revert() async throws {
         let (store, handle, directory) = try await swapped()

@@ -372,4 +372,44 @@ struct SaveTests {
         #expect(log.all.last?.reason == .closed)
         #expect(log.all.last?.state == .closed)
     }
+
+    @Test("a save as sweeps the stale temp files of killed saves in its destination's directory, by the open's rules: regular files named .docsession-save-* only, no backup, link or directory, nothing elsewhere; a refused save as sweeps too, a save to the document's own file does not")
+    func saveAsSweepsTheDestination() async throws {
+        let (store, handle, directory, _) = try await storeWithEvents(Array("text\n".utf8))
+        let destination = try TemporaryDirectory()
+        let elsewhere = try TemporaryDirectory()
+        for name in [".docsession-save-deadbeef", ".docsession-save-", ".docsession-backup-1234", "other.txt", "docsession-save-x"] {
+            _ = try destination.write(name, "x")
+        }
+        #expect(mkdir(destination.file(".docsession-save-dir"), 0o755) == 0)
+        #expect(symlink("other.txt", destination.file(".docsession-save-link")) == 0)
+        _ = try elsewhere.write(".docsession-save-elsewhere", "another directory")
+        _ = try directory.write(".docsession-save-beside-the-old-file", "not the destination's")
+        func names(_ directory: TemporaryDirectory) throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+        }
+
+        _ = try await typeAtStart(store, handle, "new ")
+        _ = try await store.save(handle, to: destination.file("copy.txt"))
+        #expect(try names(destination) == [
+            ".docsession-backup-1234", ".docsession-save-dir", ".docsession-save-link", "copy.txt", "docsession-save-x", "other.txt",
+        ])
+        #expect(try contents(destination.file(".docsession-backup-1234")) == Array("x".utf8))
+        #expect(try names(elsewhere) == [".docsession-save-elsewhere"])
+        #expect(FileManager.default.fileExists(atPath: directory.file(".docsession-save-beside-the-old-file")))
+
+        // Refused (a file is at `to`): the destination's directory is swept all the same.
+        _ = try elsewhere.write("taken.txt", "keep\n")
+        #expect(await thrownError { try await store.save(handle, to: elsewhere.file("taken.txt")) }
+            == .save(.alreadyExists(path: elsewhere.file("taken.txt"))))
+        #expect(try names(elsewhere) == ["taken.txt"])
+
+        // An ordinary save (and a save "as" the document's own file) sweeps nothing.
+        _ = try destination.write(".docsession-save-cafe", "x")
+        _ = try await typeAtStart(store, handle, "more ")
+        _ = try await store.save(handle)
+        _ = try await typeAtStart(store, handle, "again ")
+        _ = try await store.save(handle, to: destination.file("copy.txt"))
+        #expect(FileManager.default.fileExists(atPath: destination.file(".docsession-save-cafe")))
+    }
 }
