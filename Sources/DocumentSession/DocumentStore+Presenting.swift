@@ -190,10 +190,18 @@ extension DocumentStore {
         // (a move into an unwatched directory, a parent directory renamed). A new file at the
         // path means the document stays: an editor's backup save renames the file to `name~` and
         // writes a new one at the name, and the document is the name's.
-        if now == nil, let locator = presenter.locators[handle],
-           seen.map(locator.holds) ?? document.deletedOnDisk, !isSymlinked(document.path) {
+        //
+        // A document opened through a symbolic link whose target moved (the link now dangles)
+        // follows the target too, to its real path: the document is the file it read and saves,
+        // not the link, and a save must write the moved file rather than make a new one where the
+        // link points. The kernel's path comes first there: inotify's is spelled after the
+        // link's target, which may hold `..`.
+        if now == nil, let locator = presenter.locators[handle], seen.map(locator.holds) ?? document.deletedOnDisk {
             var destination: String? = nil
-            if let hinted, let there = FileIdentity.current(path: hinted), locator.holds(there) { destination = hinted }
+            if isSymlinked(document.path) { destination = locator.currentPath }
+            if destination == nil, let hinted, let there = FileIdentity.current(path: hinted), locator.holds(there) {
+                destination = hinted
+            }
             if destination == nil { destination = locator.currentPath }
             if let destination, destination != document.path, handleByPath[destination] == nil {
                 move(handle, to: destination)

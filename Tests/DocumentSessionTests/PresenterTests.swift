@@ -929,6 +929,50 @@ struct PresenterTests {
         #expect(try await p.store.document(p.handle).readOnly == false)
     }
 
+    @Test("a document opened through a symlink follows its target when the target moves (the link dangling): a moved event from the link's path to the target's new real path; saves write the moved file, nothing is made at the link's target; a second move, into another directory, is followed too")
+    func symlinkedDocumentFollowsItsTarget() async throws {
+        let directory = try TemporaryDirectory()
+        let elsewhere = try TemporaryDirectory()
+        let farther = try TemporaryDirectory()
+        defer { withExtendedLifetime((directory, elsewhere, farther)) {} }
+        let target = try elsewhere.write("target.txt", "linked\n")
+        let link = directory.file("link.txt")
+        #expect(symlink(target, link) == 0)
+        let log = EventLog()
+        let store = DocumentStore(events: { log.record($0) }, watchFiles: true)
+        let handle = try await store.open(path: link, encoding: nil).handle
+
+        let renamed = elsewhere.file("renamed.txt")
+        try renameFile(target, renamed)
+        let event = try await log.wait { movedFrom($0) != nil }
+        let real = try #require(realpath(renamed, nil).map { pointer in defer { free(pointer) }; return String(cString: pointer) })
+        #expect(movedFrom(event) == link)
+        #expect(event.path == real)
+        var document = try await store.document(handle)
+        #expect(document.path == real)
+        #expect(!document.deletedOnDisk)
+        #expect(!log.reasons.contains(.deletedOnDisk))
+
+        _ = try await typeAtStart(store, handle, "saved ")
+        _ = try await store.save(handle)
+        #expect(try contents(renamed) == bytes("saved linked\n"))
+        #expect(!FileManager.default.fileExists(atPath: target))
+        #expect(try fileStatus(link, follow: false).st_mode & S_IFMT == S_IFLNK)
+        #expect(try await store.open(path: renamed, encoding: nil).handle == handle)
+
+        log.clear()
+        let farPath = farther.file("far.txt")
+        try renameFile(renamed, farPath)
+        let second = try await log.wait { movedFrom($0) != nil }
+        #expect(movedFrom(second) == real)
+        document = try await store.document(handle)
+        #expect(document.path.hasSuffix("/far.txt"))
+        #expect(FileIdentity.current(path: document.path)?.inode == document.identity.inode)
+        try rewriteInPlace(farPath, "changed where it went\n")
+        _ = try await log.wait { reloadEdits($0) != nil }
+        #expect(try await store.document(handle).buffer.text == "changed where it went\n")
+    }
+
     // MARK: 11. Closing
 
     @Test("closing a document stops its watch: changing its file afterwards sends nothing for it, and its directory is unwatched once no document is left in it")
