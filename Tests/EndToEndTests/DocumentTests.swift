@@ -213,34 +213,38 @@ struct DocumentTests {
         }
     }
 
-    @Test("versions: +1 per request that changes the text (edit, undo, redo); empty and no-op requests keep it")
+    @Test("versions: +1 per accepted edit, even one that changes nothing; +1 per undo or redo that changes the text")
     func versions() throws {
         let directory = try TestDirectory()
         let path = try directory.write("v.txt", "abc\n")
         let session = try Session.documents()
         try session.open(path)
         #expect(try session.edit("d1", version: 1, [Edit(Position(0, 3), Position(0, 3), "d")]) == 2)
-        #expect(try session.edit("d1", version: 2, []) == 2)
-        #expect(try session.edit("d1", version: 2, [Edit(Position(0, 0), Position(0, 2), "ab")]) == 2)
-        #expect(try session.edit("d1", version: 2, [Edit(Position(0, 1), Position(0, 1), "")]) == 2)
-        #expect(try session.edit("d1", version: 2, [Edit(whole: "abcd\n")]) == 2)
-        #expect(try session.state("d1")["version"] == 2)
+        // Requests that change nothing still move the version on, one each (a pipelining client
+        // predicts them), and make no undo step.
+        #expect(try session.edit("d1", version: 2, []) == 3)
+        #expect(try session.edit("d1", version: 3, [Edit(Position(0, 0), Position(0, 2), "ab")]) == 4)
+        #expect(try session.edit("d1", version: 4, [Edit(Position(0, 1), Position(0, 1), "")]) == 5)
+        #expect(try session.edit("d1", version: 5, [Edit(whole: "abcd\n")]) == 6)
+        #expect(try session.state("d1")["version"] == 6)
         // Three edits in one request: one step, one version.
-        #expect(try session.edit("d1", version: 2, [
+        #expect(try session.edit("d1", version: 6, [
             Edit(Position(0, 0), Position(0, 0), "1"), Edit(Position(0, 0), Position(0, 0), "2"), Edit(Position(1, 0), Position(1, 0), "3"),
-        ]) == 3)
-        #expect(try session.read("d1") == ("21abcd\n3", 3))
+        ]) == 7)
+        #expect(try session.read("d1") == ("21abcd\n3", 7))
         var (version, edits) = try session.step("document/undo", "d1")
-        #expect(version == 4)
+        #expect(version == 8)
         #expect(edits.count == 3)
-        (version, edits) = try session.step("document/undo", "d1", version: 4)
-        #expect(version == 5)
+        // The first edit's step comes next: the requests that changed nothing left none.
+        (version, edits) = try session.step("document/undo", "d1", version: 8)
+        #expect(version == 9)
+        #expect(try session.read("d1") == ("abc\n", 9))
         (version, edits) = try session.step("document/undo", "d1")
-        #expect(version == 5, "nothing left to undo")
+        #expect(version == 9, "nothing left to undo")
         #expect(edits.isEmpty)
-        (version, _) = try session.step("document/redo", "d1", version: 5)
-        #expect(version == 6)
-        #expect(try session.read("d1") == ("abcd\n", 6))
+        (version, _) = try session.step("document/redo", "d1", version: 9)
+        #expect(version == 10)
+        #expect(try session.read("d1") == ("abcd\n", 10))
         try session.shutdownAndExit()
     }
 
