@@ -99,6 +99,11 @@ let package = Package(
             .product(name: "JSON", package: "docsession"),
             .product(name: "JSONRPC", package: "docsession"),
         ]),
+        // The three-way merge of document/resolveConflict on a 100 MB text / memcmp and a copy.
+        .executableTarget(name: "MergeRatios", dependencies: [
+            "BufferWorkloads",
+            .product(name: "TextBuffer", package: "docsession"),
+        ]),
         // Figure 7: round trips of single-character edits to the built server while it saves a
         // 100 MB document, and with no save running.
         .executableTarget(name: "EditLatency", dependencies: [

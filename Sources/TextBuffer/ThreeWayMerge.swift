@@ -19,6 +19,19 @@
 /// Lines end with `\n`, `\r\n` or a lone `\r`, as ``TextBuffer`` counts them, and keep their
 /// terminators, so CRLF text merges unchanged. The merge is all or nothing: it succeeds only when
 /// no region conflicts, and the conflicts say where to ask the user.
+///
+/// **Trimming.** A conflict's texts are usually large and their changes small, so no line is split
+/// or hashed outside the part of a side that differs from the base: before its line diff, each
+/// side's common prefix and suffix with the base are found byte by byte (eight bytes at a time,
+/// as ``TextDiff`` trims), each backed off to the nearest offset that starts a line in both texts
+/// (never inside a CRLF, never inside a line), so that they are exactly the leading and trailing
+/// lines the line diff would have found equal first, the suffix never reaching into the prefix.
+/// Only the middle is split into lines and diffed, and the walk below then works on byte offsets
+/// in the base instead of line numbers (the order of the offsets of line starts is the order of
+/// the lines, so the regions are the same); line numbers are counted only for the conflicts. The
+/// result is the one the untrimmed algorithm gives, with one difference by design: the line
+/// diff's bound on its work grows with the lines of the middles only, as in ``TextDiff/edits(from:to:)``
+/// (it makes a difference only for middles of hundreds of thousands of lines).
 public enum ThreeWayMerge {
     /// The outcome of a merge: the merged text, or every conflict that prevented it.
     public enum Result: Sendable, Equatable {
@@ -66,44 +79,48 @@ public enum ThreeWayMerge {
     /// - Returns: ``Result/merged(_:)`` with the text holding both sides' changes, or
     ///   ``Result/conflicts(_:)`` listing every region both changed differently.
     public static func merge(base: [UInt8], mine: [UInt8], theirs: [UInt8]) -> Result {
-        // The common cases of a reload: nothing changed on one side, or the same on both.
-        if mine == base || mine == theirs { return .merged(theirs) }
-        if theirs == base { return .merged(mine) }
-        return base.withUnsafeBufferPointer { base in
-            mine.withUnsafeBufferPointer { mine in
-                theirs.withUnsafeBufferPointer { theirs in
-                    merge(Side(base), Side(mine), Side(theirs))
+        base.withUnsafeBufferPointer { baseBytes in
+            mine.withUnsafeBufferPointer { mineBytes in
+                theirs.withUnsafeBufferPointer { theirsBytes in
+                    // The common cases of a reload: nothing changed on one side (the other is
+                    // taken as it is, not copied).
+                    let mineHunks = hunks(baseBytes, mineBytes)
+                    if mineHunks.isEmpty { return .merged(theirs) }
+                    let theirsHunks = hunks(baseBytes, theirsBytes)
+                    if theirsHunks.isEmpty { return .merged(mine) }
+                    return merge(baseBytes, mineBytes, mineHunks, theirsBytes, theirsHunks)
                 }
             }
         }
     }
 
-    /// One of the three texts with its lines.
-    struct Side {
-        let bytes: UnsafeBufferPointer<UInt8>
-        let lines: LineTable
-
-        init(_ bytes: UnsafeBufferPointer<UInt8>) {
-            self.bytes = bytes
-            lines = LineTable(bytes, 0..<bytes.count)
-        }
-
-        /// The UTF-8 range of `lines`.
-        func utf8Range(_ lines: Range<Int>) -> Range<Int> {
-            self.lines.starts[lines.lowerBound] ..< self.lines.starts[lines.upperBound]
-        }
-
-        /// The bytes of `lines`.
-        func slice(_ lines: Range<Int>) -> UnsafeBufferPointer<UInt8> {
-            UnsafeBufferPointer(rebasing: bytes[utf8Range(lines)])
-        }
-
-        /// The text of `lines`.
-        func text(_ lines: Range<Int>) -> String { TextDiff.string(bytes, utf8Range(lines)) }
+    /// A run of changed lines of one side, as byte ranges: `old` of the base replaced by `new` of
+    /// the side (either may be empty, not both); both start and end at line starts, or at the end.
+    struct Hunk: Equatable {
+        var old: Range<Int>
+        var new: Range<Int>
     }
 
-    /// Whether changes of the two sides to base lines `x` and `y` must be resolved together:
-    /// they overlap, or one is an insertion at a line where the other starts, ends or lies.
+    /// The changed runs of lines from `base` to `side`, ascending, separated by at least one equal
+    /// line: the line diff of the texts' differing middles (see "Trimming" above).
+    static func hunks(_ base: UnsafeBufferPointer<UInt8>, _ side: UnsafeBufferPointer<UInt8>) -> [Hunk] {
+        let n = base.count, m = side.count
+        var prefix = TextDiff.commonPrefix(base, 0, side, 0, min(n, m))
+        if prefix == n && n == m { return [] }
+        while prefix > 0 && !(TextDiff.isLineStart(base, prefix) && TextDiff.isLineStart(side, prefix)) { prefix -= 1 }
+        var suffix = TextDiff.commonSuffix(base, n, side, m, min(n, m) - prefix)
+        while suffix > 0 && !(TextDiff.isLineStart(base, n - suffix) && TextDiff.isLineStart(side, m - suffix)) { suffix -= 1 }
+        let baseLines = LineTable(base, prefix ..< n - suffix)
+        let sideLines = LineTable(side, prefix ..< m - suffix)
+        return TextDiff.lineHunks(base, baseLines, side, sideLines).map { hunk in
+            Hunk(old: baseLines.starts[hunk.old.lowerBound] ..< baseLines.starts[hunk.old.upperBound],
+                 new: sideLines.starts[hunk.new.lowerBound] ..< sideLines.starts[hunk.new.upperBound])
+        }
+    }
+
+    /// Whether changes of the two sides to base ranges `x` and `y` (of lines, or of the bytes of
+    /// whole lines) must be resolved together: they overlap, or one is an insertion at a line where
+    /// the other starts, ends or lies.
     static func interfere(_ x: Range<Int>, _ y: Range<Int>) -> Bool {
         if x.isEmpty || y.isEmpty {
             return y.lowerBound <= x.upperBound && x.lowerBound <= y.upperBound
@@ -111,16 +128,40 @@ public enum ThreeWayMerge {
         return x.lowerBound < y.upperBound && y.lowerBound < x.upperBound
     }
 
-    /// The diff3 walk over both sides' hunks.
-    static func merge(_ base: Side, _ mine: Side, _ theirs: Side) -> Result {
-        let mineHunks = TextDiff.lineHunks(base.bytes, base.lines, mine.bytes, mine.lines)
-        let theirsHunks = TextDiff.lineHunks(base.bytes, base.lines, theirs.bytes, theirs.lines)
+    /// Line numbers of line starts met in ascending order in one text, counted from the last one
+    /// asked for: all the conflicts of a merge cost one pass over the text.
+    struct LineCounter {
+        let bytes: UnsafeBufferPointer<UInt8>
+        private var offset = 0
+        private var breaks = 0
+
+        init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+        /// The line that starts at `target` (a line start, or the end of the text: then the count
+        /// of lines), at or after the offset asked for last.
+        mutating func line(at target: Int) -> Int {
+            breaks += UTF8Scanning.lineBreaks(bytes, offset ..< target)
+            offset = target
+            let unterminated = target == bytes.count && target > 0 && !UTF8Scanning.isLineBreakByte(bytes[target - 1])
+            return unterminated ? breaks + 1 : breaks
+        }
+    }
+
+    /// The diff3 walk over both sides' hunks, in base byte offsets.
+    static func merge(
+        _ base: UnsafeBufferPointer<UInt8>, _ mine: UnsafeBufferPointer<UInt8>, _ mineHunks: [Hunk],
+        _ theirs: UnsafeBufferPointer<UInt8>, _ theirsHunks: [Hunk]
+    ) -> Result {
+        func slice(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> UnsafeBufferPointer<UInt8> {
+            UnsafeBufferPointer(rebasing: bytes[range])
+        }
         var merged: [UInt8] = []
-        merged.reserveCapacity(max(mine.bytes.count, theirs.bytes.count))
+        merged.reserveCapacity(max(mine.count, theirs.count))
         var conflicts: [Conflict] = []
-        var copied = 0  // base lines before this one are in `merged` (or in a region)
-        // Lines inserted minus lines removed by each side's hunks so far: a base line `l` outside
-        // them is line `l + shift` of that side.
+        var baseCounter = LineCounter(base), mineCounter = LineCounter(mine), theirsCounter = LineCounter(theirs)
+        var copied = 0  // base bytes before this offset are in `merged` (or in a region)
+        // Bytes inserted minus bytes removed by each side's hunks so far: a base offset `o` outside
+        // them is offset `o + shift` of that side (the bytes between hunks are equal lines).
         var mineShift = 0, theirsShift = 0
         var i = 0, j = 0
         while i < mineHunks.count || j < theirsHunks.count {
@@ -154,18 +195,18 @@ public enum ThreeWayMerge {
             let mineLow = low + mineShift, theirsLow = low + theirsShift
             for hunk in mineHunks[mineFirst..<i] { mineShift += hunk.new.count - hunk.old.count }
             for hunk in theirsHunks[theirsFirst..<j] { theirsShift += hunk.new.count - hunk.old.count }
-            let mineLines = mineLow ..< high + mineShift
-            let theirsLines = theirsLow ..< high + theirsShift
-            let baseLines = low..<high
+            let mineRange = mineLow ..< high + mineShift
+            let theirsRange = theirsLow ..< high + theirsShift
+            let baseRange = low..<high
 
             let take: UnsafeBufferPointer<UInt8>
             if j == theirsFirst {
-                take = mine.slice(mineLines)
+                take = slice(mine, mineRange)
             } else if i == mineFirst {
-                take = theirs.slice(theirsLines)
+                take = slice(theirs, theirsRange)
             } else {
-                let mineText = mine.slice(mineLines), theirsText = theirs.slice(theirsLines)
-                let baseText = base.slice(baseLines)
+                let mineText = slice(mine, mineRange), theirsText = slice(theirs, theirsRange)
+                let baseText = slice(base, baseRange)
                 if mineText.elementsEqual(theirsText) || mineText.elementsEqual(baseText) {
                     take = theirsText
                 } else if theirsText.elementsEqual(baseText) {
@@ -173,21 +214,24 @@ public enum ThreeWayMerge {
                     take = mineText
                 } else {
                     conflicts.append(Conflict(
-                        baseLines: baseLines, mineLines: mineLines, theirsLines: theirsLines,
-                        mineUTF8Range: mine.utf8Range(mineLines),
-                        base: base.text(baseLines), mine: mine.text(mineLines), theirs: theirs.text(theirsLines)))
+                        baseLines: baseCounter.line(at: low) ..< baseCounter.line(at: high),
+                        mineLines: mineCounter.line(at: mineRange.lowerBound) ..< mineCounter.line(at: mineRange.upperBound),
+                        theirsLines: theirsCounter.line(at: theirsRange.lowerBound) ..< theirsCounter.line(at: theirsRange.upperBound),
+                        mineUTF8Range: mineRange,
+                        base: TextDiff.string(base, baseRange), mine: TextDiff.string(mine, mineRange),
+                        theirs: TextDiff.string(theirs, theirsRange)))
                     copied = high
                     continue
                 }
             }
             if conflicts.isEmpty {
-                merged.append(contentsOf: base.slice(copied..<low))
+                merged.append(contentsOf: slice(base, copied..<low))
                 merged.append(contentsOf: take)
             }
             copied = high
         }
         guard conflicts.isEmpty else { return .conflicts(conflicts) }
-        merged.append(contentsOf: base.slice(copied ..< base.lines.count))
+        merged.append(contentsOf: slice(base, copied ..< base.count))
         return .merged(merged)
     }
 }
