@@ -281,8 +281,10 @@ struct ClientText {
 
 extension Session {
     /// Starts a session whose position encoding is `encoding` (checked).
-    static func documents(encoding: String = "utf-16", sourceLocation: SourceLocation = #_sourceLocation) throws -> Session {
-        let session = try Session()
+    static func documents(
+        encoding: String = "utf-16", arguments: [String] = [], sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> Session {
+        let session = try Session(arguments)
         let result = try session.initialize(["capabilities": ["general": ["positionEncodings": [.string(encoding)]]]])
         #expect(result["capabilities"]?["positionEncoding"] == .string(encoding), sourceLocation: sourceLocation)
         return session
