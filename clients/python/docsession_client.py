@@ -762,6 +762,43 @@ class Document:
 
         return self.client.request("document/edit", params, timeout, hook=hook)["version"]
 
+    def pipeline(self, requests: Sequence[Sequence[Mapping[str, Any]]], *,
+                 timeout: float = 30.0) -> int:
+        """Send several `document/edit` requests at once, without waiting for each answer, and
+        return the last version.
+
+        ``requests`` holds each request's edits (as for `apply_edits`), each request against the
+        text the one before left. Every accepted edit raises the version by exactly one, even one
+        that changes nothing (README §8.5), so request *n* is sent against the local version plus
+        *n*: one round trip for the lot. The local copy takes each answer in order. If one is
+        refused (say a reload from disk came in between), the requests after it are refused too
+        (-32801); the first error is raised, and `sync()` brings the local copy back.
+        """
+        with self.client._lock:
+            base = self.version
+        sent = []
+        for n, edits in enumerate(requests):
+            wire = []
+            for e in edits:
+                r = _as_range(e.get("range"))
+                wire.append({"text": e["text"]} if r is None else {"range": r, "text": e["text"]})
+
+            def hook(result: dict, wire: list = wire, expected: int = base + n) -> None:
+                if self.version == expected:
+                    self._apply(wire, result["version"])
+
+            params = {"document": self.handle, "version": base + n, "edits": wire}
+            sent.append(self.client.send_request("document/edit", params, hook=hook))
+        last, first_error = base, None
+        for rid, pending in sent:
+            try:
+                last = self.client.wait(rid, pending, timeout)["version"]
+            except RpcError as error:
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+        return last
+
     def read(self, range: RangeLike = None, *, timeout: float = 10.0) -> str:
         """The server's text (of ``range``, or whole); does not touch the local copy."""
         params: dict = {"document": self.handle}

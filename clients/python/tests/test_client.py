@@ -176,6 +176,44 @@ def test_edit_read_round_trip(start, tmp_path: Path, encoding: str) -> None:
     assert doc.text == doc.read() == "xy"
 
 
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_pipeline_predicts_every_version(start, tmp_path: Path, encoding: str) -> None:
+    f = tmp_path / "p.txt"
+    write(f, TEXT)
+    c = start(encoding=encoding)
+    doc = c.open(f)
+    # Edits computed on a model of the text, each against the one before; same-text replacements
+    # and empty requests among them still count one version each.
+    model, requests = TEXT, []
+    for n in range(300):
+        if n % 7 == 3:
+            requests.append([])
+            continue
+        def boundary(i: int) -> int:  # no position points between the \r and \n of a CRLF
+            return i - 1 if 0 < i < len(model) and model[i - 1:i + 1] == "\r\n" else i
+        at = boundary((n * 13) % (len(model) + 1))
+        if n % 5 == 1:
+            end = boundary(min(len(model), at + 3))
+            edit = {"range": {"start": offset_to_position(model, at, encoding),
+                              "end": offset_to_position(model, end, encoding)}, "text": model[at:end]}
+        else:
+            edit = {"range": {"start": offset_to_position(model, at, encoding),
+                              "end": offset_to_position(model, at, encoding)}, "text": "😀x"[n % 2]}
+        model = apply_text_edits(model, [edit], encoding)
+        requests.append([edit])
+    assert doc.pipeline(requests) == 1 + len(requests)
+    assert doc.version == 1 + len(requests)
+    assert doc.text == model
+    assert doc.read() == model
+    # A pipeline from a stale version: refused with -32801, every request of it; nothing changes.
+    doc.version -= 5
+    with pytest.raises(RpcError) as refused:
+        doc.pipeline([[], []])
+    assert refused.value.code == -32801
+    doc.sync()
+    assert (doc.text, doc.version) == (model, 1 + len(requests))
+
+
 def test_undo_redo_keep_the_local_copy(start, tmp_path: Path) -> None:
     f = tmp_path / "u.txt"
     write(f, "café ☕\nline two\n")
