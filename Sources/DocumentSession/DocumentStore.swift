@@ -227,8 +227,18 @@ public actor DocumentStore {
         // Strongly: a weak capture allocates the store a side table, which LeakSanitizer reported
         // as leaked once the store was gone (the fuzzer, after an open); a store nobody uses any
         // more now stays until its hashes are recorded (only tests and the fuzzer drop stores).
+        // The text goes to the hashing thread, which hands it on to be let go of: by the time the
+        // hash is recorded the document may hold newer text, and a task's captures are freed where
+        // it ends, on the loop (a save's snapshot replaced by the next save's: thousands of
+        // pieces). Not freed on the idle thread itself: see releaseInBackground.
+        let text = HandOver(buffer)
         Task.detached {
-            let hash = await runOnIdleThread { buffer.contentHash(encoding: encoding, byteOrderMark: byteOrderMark) }
+            let hash = await runOnIdleThread { () -> UInt64? in
+                let taken = text.take()
+                let hash = taken.contentHash(encoding: encoding, byteOrderMark: byteOrderMark)
+                releaseInBackground(consume taken)
+                return hash
+            }
             if let hash { await self.recordHash(handle, hash: hash, identity: identity, of: identity) }
         }
     }

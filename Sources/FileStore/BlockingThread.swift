@@ -107,26 +107,40 @@ public func runOnIdleThread<T: Sendable>(_ body: @escaping @Sendable () -> T) as
     }
 }
 
-/// Drops `value` on a pooled thread at nice 10 instead of on the calling thread, and does not wait:
-/// for a last reference whose release is slow and not the caller's to pay (the server's loop
-/// after a save: the text synced before it, a rope of the edited pieces). Whatever `value` frees
-/// is freed there, provided the caller kept no other reference.
+/// Drops `value` on a pooled thread instead of on the calling thread, and does not wait: for a
+/// last reference whose release is slow and not the caller's to pay (the server's loop after a
+/// save: the text synced before it, a rope of the edited pieces). Whatever `value` frees is freed
+/// there, provided the caller kept no other reference.
+///
+/// At normal priority, not lowered: each `free` of a block another thread allocated takes the lock
+/// of that thread's malloc arena, and a thread at nice 10 or idle priority preempted while holding
+/// it (on a busy machine, for 70 to 90 ms) made the loop's next allocation wait as long.
 public func releaseInBackground<T: Sendable>(_ value: consuming T) {
-    let box = ReleaseBox(value)
-    BlockingThreadPool.pool(niceness: 10).run { box.value = nil }
+    let box = HandOver(value)
+    BlockingThreadPool.pool(niceness: 0).run { _ = box.take() }
 }
 
-/// What ``releaseInBackground(_:)`` drops: taken out by the pool's thread, so that the last
-/// reference goes there and not with the closure (the closure is released on the calling thread
-/// too, whichever thread lets go of it last).
-private final class ReleaseBox<T>: @unchecked Sendable {
-    /// Set on the calling thread, cleared on the pool's thread after the job was handed over.
-    var value: T?
-    init(_ value: consuming T) { self.value = value }
+/// A value handed from one thread to the work of another, which takes it out (once): its last
+/// reference then goes with that work, not with the closure or task that carried the box (a
+/// closure is released wherever it is let go of last; a task's, on the thread it ends on: for the
+/// store's tasks, the server's loop).
+public final class HandOver<T>: @unchecked Sendable {
+    /// Set on the handing thread, taken on the other after the work was handed over (through the
+    /// pool's lock or a task's start, which order the two).
+    private var value: T?
+
+    public init(_ value: consuming T) { self.value = value }
+
+    /// The value; the box is empty afterwards.
+    public func take() -> T {
+        guard let value = value.take() else { preconditionFailure("HandOver: the value was taken already") }
+        return value
+    }
 }
 
 /// Closes `descriptor` on a pooled thread at nice 10, without waiting: for the last descriptor of
-/// a file that has lost its name, whose close frees the file (see ``FileLocator``).
+/// a file that has lost its name, whose close frees the file (see ``FileLocator``): kernel work,
+/// which takes no lock of the process's allocator.
 func closeInBackground(_ descriptor: Int32) {
     BlockingThreadPool.pool(niceness: 10).run { _ = close(descriptor) }
 }

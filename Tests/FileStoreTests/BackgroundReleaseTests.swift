@@ -93,6 +93,22 @@ import Testing
     }
 }
 
+extension BackgroundReleaseTests {
+    /// A box handed to another thread keeps nothing once its value is taken: the value is freed
+    /// where the taker lets go of it, not where the box goes.
+    @Test func aHandOverKeepsNothingOnceTaken() {
+        let recorder = ReleaseRecorder()
+        let box = HandOver(ReleaseProbe(recorder))
+        let taker = Thread { _ = box.take() }
+        taker.start()
+        #expect(recorder.released.wait(timeout: .now() + 10) == .success)
+        let threads = recorder.threads.withLock { $0 }
+        #expect(threads.count == 1)
+        #expect(threads.allSatisfy { pthread_equal($0, pthread_self()) == 0 })
+        _ = box
+    }
+}
+
 /// Where the probes were freed.
 private final class ReleaseRecorder: Sendable {
     let threads = Mutex<[pthread_t]>([])
