@@ -4,7 +4,10 @@
 It reads the list of files (one path a line) from --list, then, until --seconds have passed, picks one
 at random about --rate times a second and rewrites it: a line or two replaced, inserted or deleted (the
 new text always differs from the old), written either as most programs write (a temp file beside it,
-renamed over it) or in place (O_TRUNC and one write(2), as `>` in a shell). It keeps its own copy of
+renamed over it) or in place (O_TRUNC and one write(2), as `>` in a shell). A read that catches an
+in-place write halfway sees a prefix of whole pages (the file's size grows a page at a time), so a text
+is written in place only when no 4096-byte boundary falls inside a UTF-8 sequence: whatever the server
+reads is then text, and it reloads it (the rest comes with the next reload); otherwise it is renamed. It keeps its own copy of
 every file's text, so it never reads what the server wrote (the server writes none of these files: they
 have no unsaved edits, so nothing saves them).
 
@@ -55,6 +58,11 @@ def write_renamed(path: str, data: bytes, serial: int) -> None:
     os.replace(temp, path)
 
 
+def page_prefixes_are_text(data: bytes) -> bool:
+    """Whether every prefix of whole 4096-byte pages ends between two UTF-8 sequences."""
+    return all(not (0x80 <= data[offset] <= 0xBF) for offset in range(4096, len(data), 4096))
+
+
 def write_in_place(path: str, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
     try:
@@ -101,7 +109,7 @@ def main() -> int:
         path = rng.choice(paths)
         text = rewrite(texts[path], rng, serial)
         data = text.encode("utf-8")
-        if rng.random() < args.in_place:
+        if rng.random() < args.in_place and page_prefixes_are_text(data):
             write_in_place(path, data)
             totals["inPlace"] += 1
         else:

@@ -1088,13 +1088,38 @@ def steady_state(soak: Soak):
     first_t, first = writing[0]
     cut = start + (end - start) * 2 / 3
     last_third = [(t, rss) for (t, rss) in writing if t >= cut]
+    if not last_third:
+        return None
     low, high = first * 0.95, first * 1.05
     outside = [(t, rss) for (t, rss) in last_third if not (low <= rss <= high)]
+    first_third = [rss for (t, rss) in writing if t < start + (end - start) / 3]
+    # For information: the drift across the last third (a least-squares slope), which tells growth at
+    # steady state from a rise at the start of writing (the written documents' working set).
+    slope = None
+    if len(last_third) >= 2:
+        mean_t = sum(t for t, _ in last_third) / len(last_third)
+        mean_r = sum(r for _, r in last_third) / len(last_third)
+        var = sum((t - mean_t) ** 2 for t, _ in last_third)
+        if var > 0:
+            slope = sum((t - mean_t) * (r - mean_r) for t, r in last_third) / var  # KiB per second
     return {
+        "slope_kib_per_s": slope,
         "first_t": first_t, "first_kib": first, "from_t": cut, "to_t": end, "n": len(last_third),
         "min_kib": min(rss for _, rss in last_third), "max_kib": max(rss for _, rss in last_third),
-        "low_kib": low, "high_kib": high, "outside": len(outside), "met": not outside and bool(last_third),
+        "low_kib": low, "high_kib": high, "first_third_max_kib": max(first_third) if first_third else first, "outside": len(outside), "met": not outside and bool(last_third),
     }
+
+
+def tree_state() -> str:
+    """The commit of the repository the driver runs from, and how many tracked files differ from it."""
+    try:
+        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                timeout=30).stdout.strip()
+        changed = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=30).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + (f" with uncommitted changes in {len(changed)} tracked files" if changed else " (clean)")
 
 
 def main() -> int:
@@ -1142,6 +1167,7 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
 
     soak = Soak(args)
+    soak.tree = tree_state()
     root = tempfile.mkdtemp(prefix="docsession-soak-load-", dir=args.tmp)
     soak.root = root
     log(f"seed {args.seed}; {args.documents} documents of {args.size} bytes in {root}; {args.writers} writers x "
@@ -1234,7 +1260,7 @@ def report(soak: Soak, root: str, crashed) -> int:
     add("=" * 100)
     add("load soak summary")
     add("=" * 100)
-    add(f"server            {args.binary}")
+    add(f"server            {args.binary}, built from {soak.tree}")
     add(f"seed              {args.seed}")
     add(f"documents         {args.documents} of {args.size} bytes ({counts['opens']} opened in {soak.open_seconds:.1f} s); "
         f"{args.writers} writers x {args.docs_per_writer} documents, window {args.window}; {args.external_docs} external files")
@@ -1272,10 +1298,14 @@ def report(soak: Soak, root: str, crashed) -> int:
             f"(t = {steady['first_t']:.0f} s: {mib(steady['first_kib']):.1f} MiB), allowed within 5%: "
             f"{mib(steady['low_kib']):.1f}-{mib(steady['high_kib']):.1f} MiB: "
             f"{'met' if steady['met'] else 'MISSED (%d samples outside)' % steady['outside']}")
+        if steady["slope_kib_per_s"] is not None:
+            add(f"  (information)   drift across that last third: {steady['slope_kib_per_s'] * 60 / 1024:+.2f} MiB a minute "
+                f"(least squares); the first third of writing rose from {mib(steady['first_kib']):.1f} MiB to "
+                f"{mib(steady['first_third_max_kib']):.1f} MiB")
         if not steady["met"]:
             soak.failures.add("growth", "RSS samples of the last third of the writing phase are not within 5% of its first sample")
     else:
-        add("steady state      not measured (fewer than 3 samples of the writing phase)")
+        add("steady state      not measured (too few samples of the writing phase)")
         soak.failures.add("growth", "no steady-state measurement")
     add(f"server stderr     {len(stderr_lines)} lines" + (f"; last: {stderr_lines[-1][:160]}" if stderr_lines else ""))
     add(f"plot              {png}" + (f" (not drawn: {plot_error})" if plot_error else ""))
@@ -1291,7 +1321,7 @@ def report(soak: Soak, root: str, crashed) -> int:
     print("\n".join(lines), flush=True)
 
     summary = {
-        "verdict": verdict, "seed": args.seed, "documents": args.documents, "size": args.size, "writers": args.writers,
+        "verdict": verdict, "seed": args.seed, "tree": soak.tree, "binary": args.binary, "documents": args.documents, "size": args.size, "writers": args.writers,
         "docsPerWriter": args.docs_per_writer, "window": args.window, "seconds": soak.write_seconds,
         "editsPerSecond": edits_per_second, "counts": dict(counts), "rssBeforeOpeningKiB": before,
         "rssAfterOpeningKiB": after, "bytesPerDocument": per_doc, "steadyState": steady,
