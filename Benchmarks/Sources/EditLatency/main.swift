@@ -10,8 +10,9 @@
 //     and while its response has not arrived the same edits are sent one after another, each round
 //     trip timed; the edit in flight when the save's response arrives counts as during the save.
 // It reports p50, p99, p99.9 and the maximum of both sets, the median over saves of each save's
-// p99, the edits over 1 ms per save (and when in the save they were sent), each save's time and how
-// many edits fit in one save.
+// p99 and of each save's maximum (the worst wait: the goal is no edit over 5 ms during a save), the
+// edits over 1 ms per save (and when in the save they were sent), each save's time and how many
+// edits fit in one save, and the machine's load averages before and after.
 //
 // The client is one thread: it writes each request with write(2) and reads the server's output
 // with read(2) until the response arrives (no reader thread, no condition variable between the
@@ -194,6 +195,7 @@ stat(path, &size)
 print("server \(server)")
 print(String(format: "file %@: %.1f MB, %d lines, on %@; %d saves; %d processors", path, Double(size.st_size) / 1e6, lineCount,
              String(cString: save_floor_filesystem_name(path)), saves, ProcessInfo.processInfo.activeProcessorCount))
+let loadBefore = loadAverage()
 
 let session: Session
 do { session = try Session(server: server) } catch { fatalError("cannot start \(server): \(error)") }
@@ -258,6 +260,7 @@ var during: [Int64] = []
 var saveTimes: [Double] = []
 var editsPerSave: [Int] = []
 var perSaveP99: [Int64] = []
+var perSaveMax: [Int64] = []
 var slowPerSave: [Int] = []
 print("\nsave  time (ms)  edits during it  edits during it: p50 / p99 / max (µs)   quiet round: p50 / p99 / max (µs)")
 for round in 0..<saves {
@@ -295,6 +298,7 @@ for round in 0..<saves {
                  micro(percentile(d, 0.5)), micro(percentile(d, 0.99)), micro(d.last ?? 0),
                  micro(percentile(q, 0.5)), micro(percentile(q, 0.99)), micro(q.last ?? 0)))
     perSaveP99.append(percentile(d, 0.99))
+    perSaveMax.append(d.last ?? 0)
     slowPerSave.append(slow.count)
     if !slow.isEmpty {
         // When the slow edits were sent, in ms after the save's request: the save's phases are
@@ -318,6 +322,10 @@ let sortedTimes = saveTimes.sorted()
 let sortedCounts = editsPerSave.sorted()
 let sortedP99 = perSaveP99.sorted()
 print("p99 of each save's edits: median \(micro(sortedP99[sortedP99.count / 2])) µs, worst \(micro(sortedP99.last!)) µs")
+let sortedMax = perSaveMax.sorted()
+print("maximum of each save's edits: median \(micro(sortedMax[sortedMax.count / 2])) µs, worst \(micro(sortedMax.last!)) µs; "
+    + "saves with an edit over 5 ms: \(perSaveMax.filter { $0 > 5_000_000 }.count) of \(saves)")
+print("load average (1, 5, 15 min): \(loadBefore) before, \(loadAverage()) after")
 // The stalls themselves: whether the p99 crosses 1 ms depends on how many edits a save holds (at 1%
 // of 700 edits, seven stalls are enough), so their count per save is printed too.
 let sortedSlow = slowPerSave.sorted()
@@ -328,6 +336,9 @@ print(String(format: "saves: median %.1f ms (%.1f-%.1f); edits during one save: 
              sortedCounts[sortedCounts.count / 2], sortedCounts.first!, sortedCounts.last!))
 tableRow(String(format: "p99 of an edit during a %.0f MB save, µs (each save's p99)", Double(size.st_size) / 1e6),
          perSaveP99.map { Double($0) / 1000 }, goal: "< 1000", format: "%.0f")
+// The worst wait beside it: one stalled edit per save leaves the p99 untouched.
+tableRow(String(format: "maximum of an edit during a %.0f MB save, µs (each save's maximum)", Double(size.st_size) / 1e6),
+         perSaveMax.map { Double($0) / 1000 }, goal: "< 5000", format: "%.0f")
 print(String(format: "figure 7: p99 of an edit during a %.0f MB save %@ µs (goal < 1000 µs): %@; p99 during / p99 quiet %.2f",
              Double(size.st_size) / 1e6, micro(p99), p99 < 1_000_000 ? "met" : "MISSED",
              Double(p99) / Double(max(percentile(quiet.sorted(), 0.99), 1))))
