@@ -481,7 +481,18 @@ extension DocumentStore {
             busy[handle] = []
             return
         }
-        await withCheckedContinuation { busy[handle]!.append($0) }
+        // Looked at again inside: the closure may run as a job of its own on the store's executor,
+        // after others (swiftlang/swift#85668), and the lock may have been let go meanwhile (the
+        // load soak found it: `busy[handle]!` was nil here and the server trapped, with autosave
+        // on and a save waiting for another). Then it is taken at once.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            if busy[handle] == nil {
+                busy[handle] = []
+                continuation.resume()
+            } else {
+                busy[handle]!.append(continuation)
+            }
+        }
     }
 
     /// Hands the document to the next waiter, or marks it free.

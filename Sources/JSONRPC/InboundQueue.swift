@@ -131,7 +131,16 @@ final class InboundQueue: @unchecked Sendable {
         writer?.flush()
         if ended { return nil }
         return await withCheckedContinuation { continuation in
-            waiter = continuation
+            // Looked at again: the closure may run as a job of its own, after others that queued
+            // input or ended it meanwhile (swiftlang/swift#85668); waiting then would leave a
+            // request unanswered until more input came.
+            if let item = nextQueued() {
+                continuation.resume(returning: item)
+            } else if ended {
+                continuation.resume(returning: nil)
+            } else {
+                waiter = continuation
+            }
         }
     }
 

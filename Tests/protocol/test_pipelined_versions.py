@@ -121,3 +121,48 @@ def test_a_thousand_pipelined_edits_each_raise_the_version_by_one(tmp_path: Path
         assert read["text"] == START
         assert client.call("document/state", {"document": handle})["hasUnsavedChanges"] is False
         assert client.shutdown_and_exit() == 0
+
+
+def test_pipelined_edits_and_saves_with_autosave_racing_them(tmp_path: Path) -> None:
+    """Saves that wait for another save (an autosave due every millisecond, a `document/save`
+    after every fifth edit, all pipelined) each get their turn: the server trapped here when a
+    waiting save found the document's lock let go just before it queued (the load soak's finding).
+    Five rounds: the race showed in about one run of two."""
+    for round in range(5):
+        path = tmp_path / f"doc{round}.txt"
+        path.write_text("hello\n", encoding="utf-8")
+        with RpcClient(timeout=TIMEOUT) as client:
+            client.initialize({"capabilities": {},
+                               "initializationOptions": {"autosave": {"policy": "afterDelay", "delay": 1}}})
+            info = client.call("document/open", {"uri": path.as_uri()})
+            handle, version = info["document"], info["version"]
+            ids, edit_ids = [], []
+            for n in range(3000):
+                request_id = client.next_id
+                client.next_id += 1
+                client.send({"jsonrpc": "2.0", "id": request_id, "method": "document/edit",
+                             "params": {"document": handle, "version": version + n,
+                                        "edits": [{"range": {"start": {"line": 0, "character": 0},
+                                                             "end": {"line": 0, "character": 0}},
+                                                   "text": "x"}]}})
+                ids.append(request_id)
+                edit_ids.append(request_id)
+                if n % 5 == 4:
+                    request_id = client.next_id
+                    client.next_id += 1
+                    client.send({"jsonrpc": "2.0", "id": request_id, "method": "document/save",
+                                 "params": {"document": handle}})
+                    ids.append(request_id)
+            # A save is answered when it is done, after the edits sent behind it: collect by id.
+            answers: dict = {}
+            while len(answers) < len(ids):
+                message = client.read_message()
+                if "method" not in message:
+                    answers[message["id"]] = message
+            for request_id in ids:
+                assert "error" not in answers[request_id], answers[request_id]
+            assert [answers[i]["result"] for i in edit_ids] == [{"version": version + n + 1} for n in range(3000)]
+            assert client.call("document/read", {"document": handle})["version"] == version + 3000
+            client.call("document/save", {"document": handle})
+            assert path.read_text(encoding="utf-8") == "x" * 3000 + "hello\n"
+            assert client.shutdown_and_exit() == 0
