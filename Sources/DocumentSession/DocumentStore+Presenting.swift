@@ -22,9 +22,6 @@ struct PresenterState {
     var positionEncoding: PositionEncoding = .utf16
     /// The stream feeding the watcher's events to the store, in order.
     var continuation: AsyncStream<FileEvent>.Continuation?
-    /// The last write to the version store: each waits for the one before, so versions are kept
-    /// in the order of the saves and conflicts that made them.
-    var lastVersionWrite: Task<Void, Never>?
 }
 
 /// The file's side of a conflict: its text (nil when it could not be read as text) and identity.
@@ -123,7 +120,7 @@ extension DocumentStore {
         guard let path = documents[handle]?.path else { return }
         if path != oldPath {
             watch(handle, path: path)
-            inVersionOrder { versions in try? versions.moveDocument(from: oldPath, to: path) }
+            versionWrites?.run { versions in try? versions.moveDocument(from: oldPath, to: path) }
         }
         presenter.conflicts[handle] = nil
         refreshLocator(handle)
@@ -398,7 +395,7 @@ extension DocumentStore {
         handleByPath[newPath] = handle
         documents[handle]!.path = newPath
         watch(handle, path: newPath)
-        inVersionOrder { versions in try? versions.moveDocument(from: oldPath, to: newPath) }
+        versionWrites?.run { versions in try? versions.moveDocument(from: oldPath, to: newPath) }
         let document = documents[handle]!
         events(DocumentEvent(
             handle: handle, path: newPath, version: document.version, state: document.state,
@@ -522,21 +519,12 @@ extension DocumentStore {
 
     // MARK: - Versions
 
-    /// Keeps `text` as a version of the document at `path`, off the actor at idle priority.
+    /// Keeps `text` as a version of the document at `path`, off the actor at a low priority (see
+    /// ``VersionWriteQueue``: a newer version of the same file replaces one not yet written).
     func keepVersion(of path: String, kind: VersionStore.Kind, text: TextBuffer) {
         // Too large to keep: not even started (the store would stop at its limit anyway).
         guard let versions, text.utf8Count <= min(versions.maxVersionSize, versions.byteLimit) else { return }
-        inVersionOrder { versions in _ = try? versions.add(documentPath: path, kind: kind, chunks: text.utf8Chunks) }
-    }
-
-    /// Runs `work` on the version store at idle priority, after the work queued before it.
-    private func inVersionOrder(_ work: @escaping @Sendable (VersionStore) -> Void) {
-        guard let versions else { return }
-        let previous = presenter.lastVersionWrite
-        presenter.lastVersionWrite = Task.detached {
-            await previous?.value
-            await runOnIdleThread { work(versions) }
-        }
+        versionWrites?.keep(text, of: path, kind: kind)
     }
 
     /// Whether earlier versions are kept.

@@ -33,6 +33,8 @@ public actor DocumentStore {
     /// Where conflict versions and saved versions are kept, if anywhere; and if not, why.
     let versions: VersionStore?
     let versionsUnavailableReason: String?
+    /// The writes of versions, in order, bounded (see ``VersionWriteQueue``).
+    let versionWrites: VersionWriteQueue?
     /// The thread the store runs on: the server's loop, which also reads, dispatches and writes,
     /// so that a request never switches threads. Blocking work never runs on it.
     nonisolated let executor: LoopExecutor
@@ -73,6 +75,7 @@ public actor DocumentStore {
         self.events = events
         self.watchFiles = watchFiles
         self.versions = versions
+        self.versionWrites = versions.map(VersionWriteQueue.init(store:))
         self.versionsUnavailableReason = versionsUnavailableReason
     }
 

@@ -1,6 +1,6 @@
 """Draws the load soak's RSS samples (load_soak.py) as a PNG with matplotlib: RSS over time with the
-phases shaded (opening, writing, checking), the steady-state band (the first sample of the writing phase
-plus and minus 5%) and the window it is checked over (the last third of the writing phase); below it,
+phases shaded (opening, writing, checking), the steady-state band (the first sample
+after the first third of writing, plus and minus 5%) and the window it is checked over (the last third of the writing phase); below it,
 the edits acknowledged each second.
 """
 
@@ -38,7 +38,7 @@ def draw(path: str, samples, phases, steady, title_extra: str = "") -> None:
     if steady:
         first = steady["first_kib"] / 1024
         top.axhspan(steady["low_kib"] / 1024, steady["high_kib"] / 1024, xmin=0, xmax=1, color="#38761d", alpha=0.12,
-                    zorder=1, label="first writing sample ± 5%")
+                    zorder=1, label="steady state's first sample ± 5%")
         top.axhline(first, color="#38761d", linewidth=0.8, linestyle="--")
         top.axvspan(steady["from_t"], steady["to_t"], ymin=0.96, ymax=1.0, color="#38761d", alpha=0.6, zorder=2,
                     label="last third of writing (checked)")

@@ -1,0 +1,103 @@
+import FileStore
+import Synchronization
+import TextBuffer
+
+/// The version store's writes (saved and conflict versions, moves), one at a time in the order they
+/// were asked for, on a pooled thread at nice 10, off the store's actor.
+///
+/// Bounded: a version of a file whose write has not started yet gives way to a newer version of
+/// the same file and kind, so when saves come faster than their versions can be written (a loaded
+/// machine, autosave every second on many documents) the backlog holds at most one version per file
+/// and kind, not one per save. (Before, every save chained a task of its own at idle priority: under
+/// the load soak the chain grew by 1 to 17 KB a save without end, and the versions it held were
+/// dropped at exit.) A move is never replaced, and nothing queued before a move gives way to work
+/// queued after it, so a version is always recorded under the path its file had when it was saved.
+///
+/// The text a write keeps is let go of at normal priority afterwards (``releaseInBackground(_:)``),
+/// not on the nice-10 thread: freeing blocks the loop allocated takes the loop's malloc arena lock,
+/// which a preempted low-priority thread would hold up.
+final class VersionWriteQueue: Sendable {
+    private struct Item: Sendable {
+        /// What a newer write replaces it by (nil: never replaced; a barrier for what comes after).
+        var key: String?
+        var work: @Sendable (VersionStore) -> Void
+    }
+
+    private struct State {
+        var items: [Item] = []
+        var running = false
+        var replaced = 0
+    }
+
+    private let store: VersionStore
+    private let state = Mutex(State())
+
+    init(store: VersionStore) {
+        self.store = store
+    }
+
+    /// Keeps `text` as a version of `path`, unless a newer one of the same path and kind comes
+    /// before this one has started.
+    func keep(_ text: TextBuffer, of path: String, kind: VersionStore.Kind) {
+        let box = HandOver(text)
+        enqueue(key: "\(kind):\(path)") { versions in
+            let text = box.take()
+            _ = try? versions.add(documentPath: path, kind: kind, chunks: text.utf8Chunks)
+            releaseInBackground(text)
+        }
+    }
+
+    /// Runs `work` after everything queued before it; it is never replaced.
+    func run(_ work: @escaping @Sendable (VersionStore) -> Void) {
+        enqueue(key: nil, work)
+    }
+
+    /// Writes waiting to start (test-visible).
+    var pending: Int { state.withLock { $0.items.count } }
+
+    /// Whether a write is running or about to (test-visible).
+    var running: Bool { state.withLock { $0.running } }
+
+    /// Versions that gave way to a newer one of their file before their write started (test-visible).
+    var replaced: Int { state.withLock { $0.replaced } }
+
+    private func enqueue(key: String?, _ work: @escaping @Sendable (VersionStore) -> Void) {
+        let (start, old) = state.withLock { state -> (Bool, Item?) in
+            if let key {
+                for index in state.items.indices.reversed() {
+                    guard let other = state.items[index].key else { break }
+                    if other == key {
+                        let old = state.items[index]
+                        state.items[index].work = work
+                        state.replaced += 1
+                        return (false, old)
+                    }
+                }
+            }
+            state.items.append(Item(key: key, work: work))
+            if state.running { return (false, nil) }
+            state.running = true
+            return (true, nil)
+        }
+        // The replaced write's closure holds a text: let go of off the caller's thread.
+        if let old { releaseInBackground(old) }
+        if start { Task.detached { await self.drain() } }
+    }
+
+    private func drain() async {
+        while let item = next() {
+            let store = self.store
+            await runOnOwnThread(niceness: 10) { item.work(store) }
+        }
+    }
+
+    private func next() -> Item? {
+        state.withLock { state in
+            guard !state.items.isEmpty else {
+                state.running = false
+                return nil
+            }
+            return state.items.removeFirst()
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import DocumentSession
+import FileStore
+import TextBuffer
+
+@Suite("VersionWriteQueue: versions written in order, the backlog bounded")
+struct VersionWriteQueueTests {
+    /// Work that holds the queue until `open` is called.
+    final class Gate: Sendable {
+        private let opened = Mutex(false)
+        func open() { opened.withLock { $0 = true } }
+        func wait() { while !opened.withLock({ $0 }) { usleep(1_000) } }
+    }
+
+    func waitUntilIdle(_ queue: VersionWriteQueue) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while queue.pending > 0 || queue.running {
+            guard ContinuousClock.now < deadline else { throw TestFailure("the queue did not drain") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    func texts(_ store: VersionStore, _ path: String) throws -> [String] {
+        try store.versions(of: path).map { String(decoding: try store.read($0.id), as: UTF8.self) }
+    }
+
+    @Test("saves faster than their writes: each file keeps its newest version, and the backlog one per file and kind")
+    func newestReplacesPending() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try VersionStore(directory: directory.file("versions"))
+        let queue = VersionWriteQueue(store: store)
+        let gate = Gate()
+        queue.run { _ in gate.wait() }
+        for n in 1...50 {
+            queue.keep(TextBuffer("a\(n)\n"), of: "/docs/a.txt", kind: .saved)
+            queue.keep(TextBuffer("b\(n)\n"), of: "/docs/b.txt", kind: .saved)
+        }
+        queue.keep(TextBuffer("theirs\n"), of: "/docs/a.txt", kind: .conflict)
+        // Waiting behind the gate (once it has started): one write per file and kind.
+        #expect(queue.pending <= 4)
+        #expect(queue.replaced == 98)
+        gate.open()
+        try await waitUntilIdle(queue)
+        #expect(try texts(store, "/docs/a.txt").sorted() == ["a50\n", "theirs\n"])
+        #expect(try texts(store, "/docs/b.txt") == ["b50\n"])
+    }
+
+    @Test("nothing before a move gives way to what comes after it: each version is kept under its path of the time")
+    func movesAreBarriers() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try VersionStore(directory: directory.file("versions"))
+        let queue = VersionWriteQueue(store: store)
+        let gate = Gate()
+        queue.run { _ in gate.wait() }
+        queue.keep(TextBuffer("one\n"), of: "/docs/a.txt", kind: .saved)
+        queue.run { versions in try? versions.moveDocument(from: "/docs/a.txt", to: "/docs/c.txt") }
+        queue.keep(TextBuffer("two\n"), of: "/docs/a.txt", kind: .saved)
+        queue.keep(TextBuffer("three\n"), of: "/docs/a.txt", kind: .saved)
+        #expect(queue.replaced == 1)
+        gate.open()
+        try await waitUntilIdle(queue)
+        #expect(try texts(store, "/docs/c.txt") == ["one\n"])
+        #expect(try texts(store, "/docs/a.txt") == ["three\n"])
+    }
+}
