@@ -3,7 +3,8 @@ import Synchronization
 import TextBuffer
 
 /// The version store's writes (saved and conflict versions, moves), one at a time in the order they
-/// were asked for, on a pooled thread at nice 10, off the store's actor.
+/// were asked for, on a pooled thread at nice 10, off the store's actor (and off the cooperative
+/// pool: one thread drains the queue while it has work).
 ///
 /// Bounded: a version of a file whose write has not started yet gives way to a newer version of
 /// the same file and kind, so when saves come faster than their versions can be written (a loaded
@@ -81,14 +82,11 @@ final class VersionWriteQueue: Sendable {
         }
         // The replaced write's closure holds a text: let go of off the caller's thread.
         if let old { releaseInBackground(old) }
-        if start { Task.detached { await self.drain() } }
+        if start { runDetached(niceness: 10) { self.drain() } }
     }
 
-    private func drain() async {
-        while let item = next() {
-            let store = self.store
-            await runOnOwnThread(niceness: 10) { item.work(store) }
-        }
+    private func drain() {
+        while let item = next() { item.work(store) }
     }
 
     private func next() -> Item? {

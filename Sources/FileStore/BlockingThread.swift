@@ -138,6 +138,13 @@ public final class HandOver<T>: @unchecked Sendable {
     }
 }
 
+/// Runs `job` on a pooled thread at `niceness`, without waiting and without a task: for work that
+/// must go on whatever the cooperative pool is doing (a thread blocked in it delays every task
+/// started there, as the tests' synchronous end-to-end suites do in one process).
+public func runDetached(niceness: Int32 = 0, _ job: @escaping @Sendable () -> Void) {
+    BlockingThreadPool.pool(niceness: niceness).run(job)
+}
+
 /// Closes `descriptor` on a pooled thread at nice 10, without waiting: for the last descriptor of
 /// a file that has lost its name, whose close frees the file (see ``FileLocator``): kernel work,
 /// which takes no lock of the process's allocator.
