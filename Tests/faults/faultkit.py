@@ -433,7 +433,22 @@ def save_thread_calls(calls: list[Call], directory: Path) -> list[Call]:
     creators = {call.pid for call in calls if call.name == "openat" and TEMP_PREFIX in call.args and call.fd_path(0) == str(directory)}
     assert len(creators) == 1, f"expected one save thread creating a temp file in {directory}, found {creators}"
     pid = creators.pop()
-    return [call for call in calls if call.pid == pid]
+    own = [call for call in calls if call.pid == pid]
+    # The thread is a pooled one: after the save it may run other work (the write of the version the
+    # save keeps, at the same priority). The save ends where it lets go of the directory's lock
+    # and closes the directory.
+    created = next(index for index, call in enumerate(own) if call.name == "openat" and TEMP_PREFIX in call.args)
+    opens = [(index, call.value) for index, call in enumerate(own)
+             if index < created and call.name == "openat" and call.arg(1) == f'"{directory}"' and "O_DIRECTORY" in call.args]
+    if opens:
+        directory_fd = opens[-1][1]
+        unlocks = [index for index, call in enumerate(own)
+                   if index > created and call.name == "flock" and "LOCK_UN" in call.args and call.fd(0) == directory_fd]
+        if unlocks:
+            closes = [index for index, call in enumerate(own)
+                      if index > unlocks[0] and call.name == "close" and call.fd(0) == directory_fd]
+            own = own[: (closes[0] if closes else unlocks[0]) + 1]
+    return own
 
 
 # -- what a failed save must look like -------------------------------------------------------------
