@@ -921,7 +921,8 @@ struct PresenterTests {
         for round in 0..<10 {
             _ = try await typeAtStart(p.store, p.handle, "\(round) ")
             _ = try await p.store.save(p.handle)
-            if round % 3 == 0 { try await Task.sleep(for: .milliseconds(70)) }
+            // The watcher has seen this save once the document's attributes are the file's again.
+            #expect(try await eventually { try await p.store.document(p.handle).attributes == FileAttributes.current(path: p.path) })
         }
         try await quietPeriod()
         #expect(p.log.reasons.allSatisfy { $0 == .edited || $0 == .saved }, "\(p.log.all)")

@@ -32,9 +32,9 @@ import Testing
         try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")
     }
 
-    /// Waits up to 10 s for `condition`.
+    /// Waits up to 60 s (a busy machine) for `condition`.
     private func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if condition() { return true }
             try? await Task.sleep(for: .milliseconds(2))
