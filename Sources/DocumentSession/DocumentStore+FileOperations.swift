@@ -20,7 +20,10 @@ public enum FileOperationError: Error, Sendable, Equatable {
 public struct FileOperationTicket: Sendable {
     /// The open document of the file, when there is one.
     public let handle: String?
-    let acquired: Bool
+    /// Its place in line for the document's lock; nil: it took the lock when it began (or there
+    /// is no document).
+    let turn: LockTurn?
+    var acquired: Bool { turn == nil }
     /// Whether the operation can run at once, in request order (no document, or its lock was free).
     public var runsAtOnce: Bool { handle == nil || acquired }
 }
@@ -73,12 +76,12 @@ extension DocumentStore {
     /// ``finishDelete(_:_:discard:)`` waits for it.
     public func beginDelete(_ file: FileOperand, discard: Bool) throws(FileOperationError) -> FileOperationTicket {
         guard let handle = openDocument(atPath: file.path), let document = documents[handle] else {
-            return FileOperationTicket(handle: nil, acquired: false)
+            return FileOperationTicket(handle: nil, turn: nil)
         }
         if !discard && document.hasUnsavedChanges { throw .unsavedChanges(handle: handle, path: document.path) }
-        let acquired = busy[handle] == nil
-        if acquired { busy[handle] = [] } else { disableEditing(handle, reason: .closing) }
-        return FileOperationTicket(handle: handle, acquired: acquired)
+        let turn = reserve(handle)
+        if turn != nil { disableEditing(handle, reason: .closing) }
+        return FileOperationTicket(handle: handle, turn: turn)
     }
 
     /// Deletes the file: its document (if open) stops being watched, the file is unlinked and its
@@ -87,9 +90,7 @@ extension DocumentStore {
     /// thrown. Answers the handle closed.
     public func finishDelete(_ ticket: FileOperationTicket, _ file: FileOperand, discard: Bool) async throws(FileOperationError) -> String? {
         var handle = ticket.handle
-        if let locked = handle {
-            if !ticket.acquired { await acquire(locked) }
-        }
+        if handle != nil { await waitForTurn(ticket.turn) }
         defer { if let locked = ticket.handle { release(locked) } }
         if let open = handle, documents[open] == nil { handle = nil }
         func giveBackEditing(_ error: DocumentError?) {
@@ -149,10 +150,8 @@ extension DocumentStore {
         } catch {
             throw .document(error)
         }
-        guard let handle else { return FileOperationTicket(handle: nil, acquired: false) }
-        let acquired = busy[handle] == nil
-        if acquired { busy[handle] = [] }
-        return FileOperationTicket(handle: handle, acquired: acquired)
+        guard let handle else { return FileOperationTicket(handle: nil, turn: nil) }
+        return FileOperationTicket(handle: handle, turn: reserve(handle))
     }
 
     /// Moves the file (``FileTransfer/move(from:to:replace:)``, on a thread of its own: across file
@@ -163,7 +162,7 @@ extension DocumentStore {
         _ ticket: FileOperationTicket, from source: FileOperand, to destination: FileOperand, replace: Bool
     ) async throws(FileOperationError) -> MoveResult {
         var handle = ticket.handle
-        if let locked = handle, !ticket.acquired { await acquire(locked) }
+        if handle != nil { await waitForTurn(ticket.turn) }
         defer { if let locked = ticket.handle { release(locked) } }
         if let open = handle, documents[open] == nil { handle = nil }
         do throws(DocumentError) {

@@ -49,9 +49,7 @@ extension DocumentStore {
     /// waits for its turn and writes it.
     public func beginSave(_ handle: String, to newPath: String? = nil, force: Bool = false) throws(DocumentError) -> SaveTicket {
         let text = try takeText(handle)
-        let acquired = busy[handle] == nil
-        if acquired { busy[handle] = [] }
-        return SaveTicket(handle: handle, newPath: newPath, force: force, text: text, acquired: acquired)
+        return SaveTicket(handle: handle, newPath: newPath, force: force, text: text, turn: reserve(handle))
     }
 
     /// Runs a save begun by ``beginSave(_:to:force:)``, off the actor.
@@ -59,7 +57,7 @@ extension DocumentStore {
         _ ticket: SaveTicket, progress: @escaping @Sendable (Int, Int) -> Void = { _, _ in },
         isCancelled: @escaping @Sendable () -> Bool = { false }
     ) async throws(DocumentError) -> SaveResult {
-        if !ticket.acquired { await acquire(ticket.handle) }
+        await waitForTurn(ticket.turn)
         defer { release(ticket.handle) }
         return try await runSave(
             ticket.handle, text: ticket.text, to: ticket.newPath, force: ticket.force, autosave: false,
@@ -242,11 +240,10 @@ extension DocumentStore {
     /// waits for a save still running.
     public func beginRevert(_ handle: String) throws(DocumentError) -> ExclusiveTicket {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
-        let acquired = busy[handle] == nil
-        if acquired { busy[handle] = [] }
+        let turn = reserve(handle)
         // Starting now: the progress flag comes with the first state change.
-        disableEditing(handle, reason: .reverting, also: acquired ? revertProgress(handle) : [])
-        return ExclusiveTicket(handle: handle, acquired: acquired, closedNow: false)
+        disableEditing(handle, reason: .reverting, also: turn == nil ? revertProgress(handle) : [])
+        return ExclusiveTicket(handle: handle, turn: turn, closedNow: false)
     }
 
     private func revertProgress(_ handle: String) -> DocumentState {
@@ -256,7 +253,7 @@ extension DocumentStore {
     /// Runs a revert begun by ``beginRevert(_:)``.
     public func finishRevert(_ ticket: ExclusiveTicket) async throws(DocumentError) -> Document {
         let handle = ticket.handle
-        if !ticket.acquired { await acquire(handle) }
+        await waitForTurn(ticket.turn)
         defer { release(handle) }
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         let path = document.path
@@ -350,14 +347,13 @@ extension DocumentStore {
     /// wait for a save still running, and then save); ``finishClose(_:save:)`` does the rest.
     public func beginClose(_ handle: String, save policy: SavePolicy) throws(DocumentError) -> ExclusiveTicket {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
-        let acquired = busy[handle] == nil
-        if acquired && (policy == .never || !document.hasUnsavedChanges) {
+        if busy[handle] == nil && (policy == .never || !document.hasUnsavedChanges) {
             remove(handle)
-            return ExclusiveTicket(handle: handle, acquired: true, closedNow: true)
+            return ExclusiveTicket(handle: handle, turn: nil, closedNow: true)
         }
-        if acquired { busy[handle] = [] }
+        let turn = reserve(handle)
         disableEditing(handle, reason: .closing)
-        return ExclusiveTicket(handle: handle, acquired: acquired, closedNow: false)
+        return ExclusiveTicket(handle: handle, turn: turn, closedNow: false)
     }
 
     /// Runs a close begun by ``beginClose(_:save:)``: saves first with `ifChanged` if there are
@@ -366,7 +362,7 @@ extension DocumentStore {
     public func finishClose(_ ticket: ExclusiveTicket, save policy: SavePolicy) async throws(DocumentError) -> Bool {
         let handle = ticket.handle
         if ticket.closedNow { return false }
-        if !ticket.acquired { await acquire(handle) }
+        await waitForTurn(ticket.turn)
         defer { release(handle) }
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         var saved = false
@@ -477,25 +473,44 @@ extension DocumentStore {
 
     /// Waits until no save, revert or close runs on the document, and marks it busy.
     func acquire(_ handle: String) async {
-        if busy[handle] == nil {
+        await waitForTurn(reserve(handle))
+    }
+
+    /// Takes the document's lock now if it is free (nil), else a place in line behind those already
+    /// waiting. The line keeps the order of these calls, made in request order on the actor,
+    /// whenever the waits themselves begin: a save begun after another writes after it even if its
+    /// task reaches ``waitForTurn(_:)`` first (the load soak found a file going back to an older
+    /// version after a newer one's save was answered: the later save's task had queued first).
+    func reserve(_ handle: String) -> LockTurn? {
+        guard busy[handle] != nil else {
             busy[handle] = []
-            return
+            return nil
         }
+        let turn = LockTurn()
+        busy[handle]!.append(turn)
+        return turn
+    }
+
+    /// Waits until `turn` (from ``reserve(_:)``; nil: the lock was taken at once) has the lock.
+    func waitForTurn(_ turn: LockTurn?) async {
+        guard let turn, !turn.granted else { return }
         // Looked at again inside: the closure may run as a job of its own on the store's executor,
-        // after others (swiftlang/swift#85668), and the lock may have been let go meanwhile (the
-        // load soak found it: `busy[handle]!` was nil here and the server trapped, with autosave
-        // on and a save waiting for another). Then it is taken at once.
+        // after others (swiftlang/swift#85668), and the turn may have come meanwhile.
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if busy[handle] == nil {
-                busy[handle] = []
+            if turn.granted {
                 continuation.resume()
             } else {
-                busy[handle]!.append(continuation)
+                turn.continuation = continuation
             }
         }
     }
 
-    /// Hands the document to the next waiter, or marks it free.
+    /// How many in the document's line have begun to wait (test-visible).
+    func turnsWaiting(_ handle: String) -> Int {
+        busy[handle]?.count(where: { $0.continuation != nil }) ?? 0
+    }
+
+    /// Hands the document to the next in line, or marks it free.
     func release(_ handle: String) {
         guard var waiters = busy[handle], !waiters.isEmpty else {
             busy[handle] = nil
@@ -503,8 +518,21 @@ extension DocumentStore {
         }
         let next = waiters.removeFirst()
         busy[handle] = waiters
-        next.resume()
+        next.granted = true
+        if let continuation = next.continuation {
+            next.continuation = nil
+            continuation.resume()
+        }
     }
+}
+
+/// A place in the line for a document's lock (``DocumentStore/reserve(_:)``). Read and written
+/// only on the store's actor: tickets carry it across the request's tasks back to the actor.
+final class LockTurn: @unchecked Sendable {
+    /// The lock was handed to this turn.
+    var granted = false
+    /// Who waits for it, once the wait has begun.
+    var continuation: CheckedContinuation<Void, Never>?
 }
 
 /// A save begun in request order (see ``DocumentStore/beginSave(_:to:force:)``): the text it writes,
@@ -514,7 +542,9 @@ public struct SaveTicket: Sendable {
     let newPath: String?
     let force: Bool
     let text: SaveText
-    let acquired: Bool
+    /// Its place in line for the document's lock; nil: it took the lock when it began.
+    let turn: LockTurn?
+    var acquired: Bool { turn == nil }
 }
 
 /// What ``DocumentStore/runSave(_:text:to:force:autosave:releasesEditing:progress:isCancelled:)``
@@ -552,6 +582,8 @@ struct SaveText: Sendable {
 /// (a close) whether it is done already.
 public struct ExclusiveTicket: Sendable {
     let handle: String
-    let acquired: Bool
+    /// Its place in line for the document's lock; nil: it took the lock when it began.
+    let turn: LockTurn?
+    var acquired: Bool { turn == nil }
     public let closedNow: Bool
 }

@@ -14,8 +14,9 @@ public actor DocumentStore {
     private var nextHandle = 1
     /// Where events go (the server turns them into notifications).
     let events: @Sendable (DocumentEvent) -> Void
-    /// Documents a save, revert or close is working on, with who waits for them (one at a time).
-    var busy: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// Documents a save, revert, close, delete or move is working on, with the line of those that
+    /// wait for them (one at a time, in the order they asked: see ``reserve(_:)``).
+    var busy: [String: [LockTurn]] = [:]
     /// When to save by itself.
     var autosave: AutosavePolicy = .off
     /// Per document with changes an autosave waits on: when it is due (the last change plus the

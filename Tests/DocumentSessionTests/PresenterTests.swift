@@ -112,6 +112,16 @@ private func setText(_ store: DocumentStore, _ handle: String, _ text: String) a
 }
 
 /// Polls `condition` every 10 ms, `tries` times (3 s); answers whether it came true.
+/// Waits (up to 60 s by the clock) until `condition` holds.
+private func waitUntil(_ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+    return false
+}
+
 private func eventually(tries: Int = 300, _ condition: () async throws -> Bool) async throws -> Bool {
     for _ in 0..<tries {
         if try await condition() { return true }
@@ -460,17 +470,19 @@ struct PresenterTests {
         let p = try await presented("original\n")
         defer { withExtendedLifetime(p) {} }
         _ = try await typeAtStart(p.store, p.handle, "edited ")
-        // Two saves asked for at once: the first holds the lock, the second is queued with the
-        // same text (taken now).
-        let first = try await p.store.beginSave(p.handle)
-        let queued = try await p.store.beginSave(p.handle)
-        _ = try await p.store.finishSave(first)
+        _ = try await p.store.finishSave(p.store.beginSave(p.handle))
         #expect(try contents(p.path) == bytes("edited original\n"))
         #expect(!(try await p.store.document(p.handle).hasUnsavedChanges))
 
-        // Another program writes the file; the clean document reloads it (the queued save does
-        // not hold the lock yet, so the check runs).
+        // Something holds the document's lock (as a save running would); another program writes
+        // the file, and the watcher's check takes its place in line.
+        await p.store.acquire(p.handle)
         try replaceByRename(p.path, "written by another program\n")
+        #expect(try await waitUntil { await p.store.turnsWaiting(p.handle) == 1 })
+        // A save asked for now takes its text now, and its place behind the check.
+        let queued = try await p.store.beginSave(p.handle)
+        await p.store.release(p.handle)
+        // The clean document reloads the file first.
         _ = try await p.log.wait { reloadEdits($0) != nil }
         #expect(try await p.store.document(p.handle).buffer.text == "written by another program\n")
 

@@ -110,6 +110,39 @@ struct SaveTests {
         #expect(!(try await store.document(handle).hasUnsavedChanges))
     }
 
+    @Test("saves write in the order they were asked for, whichever one's task comes to the lock first")
+    func lineKeepsRequestOrder() async throws {
+        let (store, handle, directory, _) = try await storeWithEvents(Array("x".utf8))
+        _ = try await typeAtStart(store, handle, "a")
+        let first = try await store.beginSave(handle)  // takes the lock
+        _ = try await typeAtStart(store, handle, "b")
+        let second = try await store.beginSave(handle)  // in line: "bax", version 3
+        _ = try await typeAtStart(store, handle, "c")
+        let third = try await store.beginSave(handle)  // in line behind it: "cbax", version 4
+        // The third's task begins to wait before the second's (the soak saw this order by chance).
+        let late = Task { try await store.finishSave(third) }
+        #expect(try await waitUntil { await store.turnsWaiting(handle) == 1 })
+        let early = Task { try await store.finishSave(second) }
+        #expect(try await waitUntil { await store.turnsWaiting(handle) == 2 })
+        #expect(try await store.finishSave(first).version == 2)
+        let (b, c) = (try await early.value, try await late.value)
+        #expect(b.version == 3)
+        #expect(c.version == 4)
+        // Written last, the newest text: the file never goes back to an older save.
+        #expect(try contents(directory.file("doc.txt")) == Array("cbax".utf8))
+        #expect(!(try await store.document(handle).hasUnsavedChanges))
+    }
+
+    /// Waits (up to 60 s by the clock) until `condition` holds.
+    private func waitUntil(_ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        return false
+    }
+
     @Test("the encoding, byte order mark and line endings are written back as they were read", arguments: [
         ([0xFF, 0xFE] + Array("h\0i\0\r\0\n\0".utf8), TextEncoding?.none),
         ([0xFE, 0xFF] + Array("\0h\0i\0\n".utf8), TextEncoding?.none),

@@ -292,6 +292,7 @@ class Doc:
     __slots__ = (
         "index", "path", "uri", "kind", "handle", "version", "text", "original_sha", "writer", "busy",
         "closing", "retiring", "clean_version", "changed_version", "edits_left", "history", "opens", "reloads",
+        "last_save_answered",
     )
 
     def __init__(self, index: int, path: str, kind: str, original_sha: str) -> None:
@@ -315,6 +316,7 @@ class Doc:
         self.history: collections.deque = collections.deque(maxlen=RING)
         self.opens = 0
         self.reloads = 0
+        self.last_save_answered = (None, 0)  # (handle, version) of the last save answered
 
     def texts_back(self):
         """Yields (version, text) for the current version and each remembered one, newest first."""
@@ -659,8 +661,14 @@ class Soak:
         if floor < doc.oldest_known_version():
             self.counts["files not checkable after a save (too many versions since)"] += 1
             return
+        # An older version than the floor: the file went back (a save answered later wrote an older
+        # text). Said as such, to tell it from a text that was never a version.
+        older = next((version for version, text in doc.texts_back() if version < floor and text == on_disk), None)
+        if older is not None:
+            self.failures.add("disk", f"{doc.path} {when}: the file went back to version {older} (handle {doc.handle})")
+            return
         self.failures.add("disk", f"{doc.path} {when}: the file holds {len(on_disk)} characters that are the text of no "
-                                  f"version from {floor} to {doc.version} (handle {doc.handle})")
+                                  f"version from {doc.oldest_known_version()} to {doc.version} (handle {doc.handle})")
 
     # -- phase 2: writing ------------------------------------------------------------------------
 
@@ -1013,6 +1021,11 @@ class Writer:
             return
         result = message["result"]
         soak.counts["saves answered"] += 1
+        # Saves of a document run one at a time in the order asked: their answers come in that order.
+        if doc.last_save_answered[0] == handle and version < doc.last_save_answered[1]:
+            soak.failures.add("save", f"{doc.path}: the save of version {version} answered after the save of version "
+                                      f"{doc.last_save_answered[1]} (handle {handle})")
+        doc.last_save_answered = (handle, version)
         size = len(text.encode("utf-8"))
         if result.get("version") != version or result.get("size") != size or result.get("uri") != doc.uri \
                 or result.get("method") != "rename":
