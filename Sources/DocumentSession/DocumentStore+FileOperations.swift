@@ -55,10 +55,10 @@ extension DocumentStore {
     public func openDocument(atPath path: String) -> String? {
         if let handle = handleByPath[path], documents[handle] != nil { return handle }
         guard let found = FileIdentity.current(path: path) else { return nil }
-        return documents.values.first(where: { document in
-            document.identity.device == found.device && document.identity.inode == found.inode
-                && ((try? SafeSave.resolveSymlinks(document.path)) ?? document.path) == path
-        })?.handle
+        return documents.handles(device: found.device, inode: found.inode).sorted().first(where: { handle in
+            guard let document = documents[handle] else { return false }
+            return ((try? SafeSave.resolveSymlinks(document.path)) ?? document.path) == path
+        })
     }
 
     /// Refuses `path` when it is the file of an open document (by path, or by device and inode

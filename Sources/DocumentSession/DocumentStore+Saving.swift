@@ -205,10 +205,8 @@ extension DocumentStore {
     func checkNotOpenElsewhere(_ path: String, handle: String) throws(DocumentError) {
         if let other = handleByPath[path], other != handle { throw .openElsewhere(path: path, handle: other) }
         guard let found = FileIdentity.current(path: path) else { return }
-        if let other = documents.values.first(where: {
-            $0.handle != handle && $0.identity.device == found.device && $0.identity.inode == found.inode
-        }) {
-            throw .openElsewhere(path: path, handle: other.handle)
+        if let other = documents.handles(device: found.device, inode: found.inode).subtracting([handle]).min() {
+            throw .openElsewhere(path: path, handle: other)
         }
     }
 

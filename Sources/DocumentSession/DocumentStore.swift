@@ -7,7 +7,7 @@ import TextBuffer
 /// document's edits apply in the order they arrive. Long work (loading a file) runs off the actor on
 /// its own task; only the quick installation of the result runs on it.
 public actor DocumentStore {
-    var documents: [String: Document] = [:]
+    var documents = DocumentTable()
     var handleByPath: [String: String] = [:]
     /// Loads in progress by path, so that a second open of the same file waits for the first.
     private var loads: [String: (task: Task<Result<String, DocumentError>, Never>, waiters: LoadWaiters)] = [:]
@@ -98,6 +98,9 @@ public actor DocumentStore {
     /// The number of open documents.
     public var count: Int { documents.count }
 
+    /// Whether the index of open documents by file says what a scan of them says (tests).
+    var fileIndexIsConsistent: Bool { documents.indexIsConsistent() }
+
     /// The open documents whose files are on disk: the handle, the path, and the file's device and
     /// inode (another path may name the same file). For telling which files found on disk are open
     /// (`workspace/query`).
@@ -184,11 +187,9 @@ public actor DocumentStore {
         case .failure(let error):
             return .failure(error)
         case .success(let (buffer, loaded)):
-            if let existing = documents.values.first(where: {
-                $0.identity.device == loaded.identity.device && $0.identity.inode == loaded.identity.inode
-            }) {
+            if let existing = documents.handles(device: loaded.identity.device, inode: loaded.identity.inode).min() {
                 // The same file under another path (a symlink, a hard link): one session for it.
-                return .success(existing.handle)
+                return .success(existing)
             }
             let document = Document(
                 handle: makeHandle(), path: path, buffer: buffer, history: UndoHistory(),
@@ -418,15 +419,14 @@ public actor DocumentStore {
     private func modify<T>(_ handle: String, reason: DocumentEvent.Reason, _ body: (inout Document, inout Bool) throws(DocumentError) -> T) throws(DocumentError) -> T {
         // Only the few values compared are read out: a copy of the document held across the
         // mutation would make it copy its text and history.
-        guard let index = documents.index(forKey: handle) else { throw .unknownDocument(handle) }
-        // Mutated in place through the values' subscript, and read only inside that access:
-        // `documents[handle]!` would move the document out into an optional and back, and each
-        // read through the getter copies it (an allocation and several copies per edit).
+        // Mutated in place, and read only inside that access: `documents[handle]!` would move the
+        // document out into an optional and back, and each read through the getter copies it (an
+        // allocation and several copies per edit).
         var state = DocumentState()
         var wasUnsaved = false
         var changed = false
         var reported = false
-        let result = try Self.mutate(&documents.values[index]) { (document) throws(DocumentError) -> T in
+        let result = try documents.mutate(handle) { (document) throws(DocumentError) -> T in
             state = document.state
             wasUnsaved = document.hasUnsavedChanges
             let result = try body(&document, &changed)
@@ -436,13 +436,6 @@ public actor DocumentStore {
         if reported { reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason) }
         if changed { scheduleAutosave(handle) }
         return result
-    }
-
-    /// `body` on one in-place access of a stored document (see `modify`).
-    private static func mutate<T>(
-        _ document: inout Document, _ body: (inout Document) throws(DocumentError) -> T
-    ) throws(DocumentError) -> T {
-        try body(&document)
     }
 }
 
