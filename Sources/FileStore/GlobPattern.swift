@@ -94,7 +94,18 @@ public struct GlobPattern: Sendable, Hashable, CustomStringConvertible {
     /// Whether `relativePath` ("/"-separated, relative to the root) matches the pattern.
     public func matches(_ relativePath: String) -> Bool {
         let scalars = Array(relativePath.unicodeScalars)
-        return programs.contains { $0.run(scalars, directoryPrefix: false) }
+        var visited = 0
+        return programs.contains { $0.run(scalars, directoryPrefix: false, visited: &visited) }
+    }
+
+    /// The work a match of `relativePath` does, in states visited, and the bound the automaton
+    /// keeps it under: each state at most once per scalar (tests: no backtracking, whatever the
+    /// pattern).
+    func work(matching relativePath: String) -> (visited: Int, bound: Int) {
+        let scalars = Array(relativePath.unicodeScalars)
+        var visited = 0
+        for program in programs { _ = program.run(scalars, directoryPrefix: false, visited: &visited) }
+        return (visited, programs.reduce(0) { $0 + $1.instructions.count * (scalars.count + 1) })
     }
 
     /// Whether some path below the directory `relativeDirectory` ("" for the root) could match:
@@ -103,7 +114,8 @@ public struct GlobPattern: Sendable, Hashable, CustomStringConvertible {
         if relativeDirectory.isEmpty { return true }
         var scalars = Array(relativeDirectory.unicodeScalars)
         scalars.append("/")
-        return programs.contains { $0.run(scalars, directoryPrefix: true) }
+        var visited = 0
+        return programs.contains { $0.run(scalars, directoryPrefix: true, visited: &visited) }
     }
 }
 
@@ -265,8 +277,8 @@ private struct Program: Sendable {
 
     /// Runs the automaton over `input`. With `directoryPrefix`, answers whether some continuation
     /// of the input could still match (a consuming state is alive at the end); otherwise whether
-    /// the input matches as a whole.
-    func run(_ input: [Unicode.Scalar], directoryPrefix: Bool) -> Bool {
+    /// the input matches as a whole. `visited` counts the states entered (``GlobPattern/work(matching:)``).
+    func run(_ input: [Unicode.Scalar], directoryPrefix: Bool, visited: inout Int) -> Bool {
         let size = instructions.count
         var current: [Int] = []
         var next: [Int] = []
@@ -281,6 +293,7 @@ private struct Program: Sendable {
             while let state = stack.popLast() {
                 if marks[state] == step { continue }
                 marks[state] = step
+                visited += 1
                 if case .split(let first, let second) = instructions[state] {
                     stack.append(second)
                     stack.append(first)
