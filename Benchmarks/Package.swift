@@ -107,7 +107,7 @@ let package = Package(
         // Figure 7: round trips of single-character edits to the built server while it saves a
         // 100 MB document, and with no save running.
         .executableTarget(name: "EditLatency", dependencies: [
-            "SaveFloor",  // for the file system's type only
+            "SaveFloor", "PipeFloor",  // the floor: C round trips while C saves the same bytes
             "BufferWorkloads",
             .product(name: "JSON", package: "docsession"),
             .product(name: "JSONRPC", package: "docsession"),

@@ -69,6 +69,9 @@ final class BlockingThreadPool: @unchecked Sendable {
 
     /// A pooled thread's life: take jobs until none comes for `idleSeconds`.
     private func serve() {
+        // Named for what it is (a new thread takes its creator's name otherwise: often the
+        // cooperative pool's), so that `top -H` and `perf sched` tell the pools apart.
+        cfs_set_thread_name(isIdlePriority ? "ds-idle" : niceness == 0 ? "ds-pool" : "ds-pool-nice\(niceness)")
         if niceness != 0 { _ = cfs_set_thread_nice(niceness) }
         if isIdlePriority {
             var parameters = sched_param()
