@@ -288,6 +288,80 @@ struct ContentHasherTests {
             #expect(hasher.finalize() == ContentHasher.hash(bytes))
         }
     }
+
+    /// The hashes the hand-written XXH64 gives for these inputs (computed with it, built with
+    /// `swiftc -O`): whatever computes XXH64 here must give the same, for the content hashes in
+    /// identities and the version store's slot names, which are on disk.
+    static let handWritten: [(length: Int, seed0: UInt64, seedPrime1: UInt64)] = [
+        (1, 0xD344_BBA2_863D_D894, 0xB56F_F5C8_2733_7640), (3, 0x8137_FD80_E1F7_CA03, 0xE2D1_0F6B_1FCA_C518),
+        (4, 0x17AD_7619_88EE_FECF, 0x3444_E139_10E8_5C68), (5, 0x0181_E112_D84E_A125, 0x5D99_B8CF_3BF3_CD5F),
+        (7, 0x2255_D5FF_1EDF_2DB0, 0x26F2_6A5C_88BA_110F), (8, 0x069B_F80E_2523_AFC5, 0xB33A_8D28_69F5_3F62),
+        (9, 0xE2A6_756A_ABE6_671E, 0x579A_7A54_4CC3_A9ED), (15, 0x6B60_1381_A7F1_CDED, 0x135E_005A_16B3_D897),
+        (16, 0xA8B3_8815_B5F0_EDCA, 0x14E8_0C7E_910E_0256), (31, 0xA508_1993_2215_D32C, 0x2147_837F_257A_3021),
+        (32, 0x5FC3_1660_58E8_50F6, 0x68CF_839E_ABAF_176C), (33, 0xBEEA_4863_673B_DE59, 0xDAD1_231C_EBB4_9FCE),
+        (63, 0xFE99_51A6_C61B_A6C1, 0x5AFC_3274_23A1_FA57), (64, 0x2428_CE01_26C4_35B9, 0x51FB_7DA7_FA54_AB83),
+        (65, 0xE37B_0DAD_D2BA_BB1C, 0xC950_2E7E_9949_1A67), (100, 0xD4AC_883B_C0FA_3A3C, 0x9C81_9E89_2C08_3F84),
+        (255, 0x5A90_E32D_7EF7_42C4, 0x686A_1FBD_299C_9491), (1000, 0xEA09_0445_1971_1FF1, 0xD27A_EA48_898A_1AE2),
+        (4113, 0xAB9B_480A_48B2_2ED3, 0x4229_3B78_6A77_A02C), (65_536, 0xA11E_6DFD_294D_82E4, 0xC647_3273_73EA_E809),
+        ((1 << 20) + 13, 0x50C7_E8D8_8825_B555, 0x104A_A365_143C_1A26),
+    ]
+
+    /// The inputs of ``handWritten``: SplitMix64 seeded with the length, the top byte of each draw.
+    static func testBytes(_ count: Int) -> [UInt8] {
+        var state = UInt64(count)
+        return (0..<count).map { _ in
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return UInt8(truncatingIfNeeded: (z ^ (z >> 31)) >> 56)
+        }
+    }
+
+    @Test("the hand-written XXH64's hashes, one-shot and in pieces, with two seeds")
+    func sameAsHandWritten() {
+        for (length, seed0, seedPrime1) in Self.handWritten {
+            let bytes = Self.testBytes(length)
+            #expect(ContentHasher.hash(bytes) == seed0, "length \(length)")
+            for (seed, expected) in [(UInt64(0), seed0), (0x9E37_79B1_85EB_CA87, seedPrime1)] {
+                for piece in [1, 7, 32, 1 << 20] where piece <= max(length, 1) && (piece >= 32 || length <= 65_536) {
+                    var hasher = ContentHasher(seed: seed)
+                    var offset = 0
+                    while offset < length {
+                        let end = min(length, offset + piece)
+                        bytes[offset..<end].withUnsafeBytes { hasher.update($0) }
+                        offset = end
+                    }
+                    #expect(hasher.finalize() == expected, "length \(length), seed \(seed), pieces of \(piece)")
+                }
+            }
+        }
+        // The version store's slot names (the hash of the path, in hexadecimal).
+        #expect(ContentHasher.hash("/home/user/notes.txt".utf8) == 0x4A35_94EE_FC83_7118)
+        #expect(ContentHasher.hash("/tmp/docsession-protocol-fixtures/notes.txt".utf8) == 0x3AD2_07DA_A054_2F6F)
+    }
+
+    @Test("a copy of a hasher is a value: feeding one leaves the other as it was")
+    func copies() {
+        var first = ContentHasher()
+        Array("abc".utf8).withUnsafeBytes { first.update($0) }
+        var second = first
+        Array(" and more".utf8).withUnsafeBytes { second.update($0) }
+        #expect(first.finalize() == ContentHasher.hash(Array("abc".utf8)))
+        #expect(second.finalize() == ContentHasher.hash(Array("abc and more".utf8)))
+        Array("d".utf8).withUnsafeBytes { first.update($0) }
+        #expect(first.finalize() == ContentHasher.hash(Array("abcd".utf8)))
+        #expect(second.finalize() == ContentHasher.hash(Array("abc and more".utf8)))
+    }
+
+    @Test("a file's hash is the hash of its bytes")
+    func file() throws {
+        let bytes = Self.testBytes((1 << 20) * 2 + 5)  // three reads of hashFile's 1 MiB buffer
+        let path = writeTemporaryFile(bytes, name: "hashed.bin")
+        let (hash, identity) = try #require(ContentHasher.hashFile(path: path))
+        #expect(hash == ContentHasher.hash(bytes))
+        #expect(identity.size == Int64(bytes.count))
+    }
 }
 
 func fileStatusMode(_ path: String) throws -> mode_t {
