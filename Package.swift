@@ -32,6 +32,12 @@ let package = Package(
             pkgConfig: "json-c",
             providers: [.apt(["libjson-c-dev"])]
         ),
+        // xxHash, Debian's libxxhash-dev: the XXH64 of file contents and of version-store paths.
+        .systemLibrary(
+            name: "CXXHash",
+            pkgConfig: "libxxhash",
+            providers: [.apt(["libxxhash-dev"])]
+        ),
         // One thread that runs jobs and, between them, polls descriptors: the executor the whole
         // request path runs on (the connection's dispatcher and the document store's actor).
         .target(name: "Execution", dependencies: ["CFileSystem"]),
@@ -46,7 +52,7 @@ let package = Package(
         // Every file syscall: reading with encoding detection, later the safe save and the watcher.
         .target(
             name: "FileStore",
-            dependencies: ["CFileSystem", "CTextScan"],
+            dependencies: ["CFileSystem", "CTextScan", "CXXHash"],
             // Optimised in debug builds too, as TextBuffer: validating, counting and hashing 100 MB
             // byte loops run 30 times slower unoptimised, which made the large-file tests crawl.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]

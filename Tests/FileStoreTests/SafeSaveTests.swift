@@ -263,7 +263,7 @@ struct SafeSaveTests {
     }
 }
 
-@Suite("ContentHasher: XXH64")
+@Suite("ContentHasher: XXH64 through libxxhash")
 struct ContentHasherTests {
     @Test("the reference values of XXH64 (seed 0)")
     func referenceValues() {
@@ -289,9 +289,9 @@ struct ContentHasherTests {
         }
     }
 
-    /// The hashes the hand-written XXH64 gives for these inputs (computed with it, built with
-    /// `swiftc -O`): whatever computes XXH64 here must give the same, for the content hashes in
-    /// identities and the version store's slot names, which are on disk.
+    /// The hashes of the hand-written XXH64 that libxxhash replaced (computed with it, built with
+    /// `swiftc -O`, before it was removed): the content hashes in identities and the version
+    /// store's slot names, which are on disk, stay the same.
     static let handWritten: [(length: Int, seed0: UInt64, seedPrime1: UInt64)] = [
         (1, 0xD344_BBA2_863D_D894, 0xB56F_F5C8_2733_7640), (3, 0x8137_FD80_E1F7_CA03, 0xE2D1_0F6B_1FCA_C518),
         (4, 0x17AD_7619_88EE_FECF, 0x3444_E139_10E8_5C68), (5, 0x0181_E112_D84E_A125, 0x5D99_B8CF_3BF3_CD5F),
@@ -318,7 +318,7 @@ struct ContentHasherTests {
         }
     }
 
-    @Test("the hand-written XXH64's hashes, one-shot and in pieces, with two seeds")
+    @Test("the same hashes as the hand-written XXH64 it replaced, one-shot and in pieces, with two seeds")
     func sameAsHandWritten() {
         for (length, seed0, seedPrime1) in Self.handWritten {
             let bytes = Self.testBytes(length)
