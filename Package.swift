@@ -49,7 +49,8 @@ let package = Package(
             "Execution",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        // Every file syscall: reading with encoding detection, later the safe save and the watcher.
+        // Files: reading with encoding detection, the safe save, the watcher, versions, the workspace's
+        // file operations (docs/Modules.md).
         .target(
             name: "FileStore",
             dependencies: ["CFileSystem", "CTextScan", "CXXHash"],
@@ -72,7 +73,7 @@ let package = Package(
             "FileStore",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        // Drives a server from the outside (spawn, frame, print traffic): the demo, later call/run/replay.
+        // Drives a server from the outside (spawn, frame, print traffic): the demo, call, run and replay.
         .target(name: "Client", dependencies: ["JSONRPC"]),
         // The executable: arguments, stdio wiring, logging, signals. No logic of its own.
         .executableTarget(name: "docsession", dependencies: [

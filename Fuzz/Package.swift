@@ -10,7 +10,7 @@ import PackageDescription
 let package = Package(
     name: "DocSessionFuzz",
     dependencies: [
-        // The root package, by path: the libraries JSON, JSONRPC and Server are products of it.
+        // The root package, by path: the libraries JSON, JSONRPC, Server and FileStore are products of it.
         .package(name: "docsession", path: ".."),
         // The same version as the root package, for the Logger that Connection and Server take.
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),

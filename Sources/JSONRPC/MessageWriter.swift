@@ -58,9 +58,6 @@ public final class MessageWriter: Sendable {
         state.withLock { $0.observers.append(observer) }
     }
 
-    /// Whether a write has failed (the peer closed its end).
-    public var isBroken: Bool { state.withLock { $0.broken } }
-
     /// Writes one message (or, while held, queues it for the next flush, in order). Messages to a
     /// broken peer are dropped.
     public func send(_ message: JSONValue) {
@@ -139,8 +136,8 @@ public enum FileDescriptorIO {
     }
 
     /// Reads into `buffer` (up to its count), which the caller keeps from one read to the next:
-    /// answers the number of bytes read, 0 at the end of input, `nil` on an error. The reader
-    /// thread reads every message this way, without allocating and zeroing a buffer per read.
+    /// answers the number of bytes read, 0 at the end of input, `nil` on an error. The loop reads
+    /// the input this way (`InboundQueue`), without allocating and zeroing a buffer per read.
     public static func read(_ fd: Int32, into buffer: inout [UInt8]) -> Int? {
         while true {
             let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }

@@ -16,10 +16,6 @@ struct RequestPath: Sendable {
     let operationPath: String
     /// Keeps the descriptors behind ``operationPath`` open while this value lives.
     let resolved: ResolvedPath?
-
-    /// The path of a file yet to be created, opened with `O_NOFOLLOW` when roots are set (a symlink
-    /// planted at the name after the check is not followed).
-    var mustNotFollow: Bool { resolved != nil }
 }
 
 extension Server {
