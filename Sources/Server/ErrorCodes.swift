@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
 import DocumentSession
 import FileStore
 import JSON
@@ -134,6 +137,54 @@ extension Server {
             return ResponseError(
                 .outsideRoots, "\(field): \(path): \(reason)",
                 data: ["field": .string(field), "uri": .string(FileURI.uri(from: path)), "reason": .string(reason)])
+        }
+    }
+}
+
+// The other core errors' wire forms: every core error becomes a wire error in this file.
+extension Server {
+    /// The -32010 error of a failed system call.
+    static func fileSystemError(_ detail: FileSystemError) -> ResponseError {
+        ResponseError(.fileSystemError, detail.message, data: detail.json)
+    }
+
+    static func notRegularFile(_ path: String, kind: String) -> ResponseError {
+        ResponseError(.notRegularFile, "\(path) is a \(kind), not a regular file", data: ["path": .string(path), "kind": .string(kind)])
+    }
+
+    /// The wire error of a refused file operation: -32023 for unsaved changes (`data`: `document`,
+    /// `uri`), -32013 for an existing destination (`data`: `uri`), the document errors otherwise.
+    static func responseError(_ error: FileOperationError, id: RequestID) -> ResponseError {
+        switch error {
+        case .unsavedChanges(let handle, let path):
+            return ResponseError(
+                .unsavedChanges,
+                "\(path) is open as document \(handle), which has unsaved changes; save or close it first, or delete with discard to drop them",
+                data: ["document": .string(handle), "uri": .string(FileURI.uri(from: path))])
+        case .document(.fileSystem(let detail)) where detail.errno == EEXIST:
+            return ResponseError(
+                .alreadyExists, "A file already exists at \(detail.path); it was left as it is (ask to replace it, or choose another name)",
+                data: ["uri": .string(FileURI.uri(from: detail.path))])
+        case .document(let error):
+            return responseError(error, id: id)
+        }
+    }
+
+    /// The wire error for a refused path: -32022 outside the roots (`data`: `field`, `uri`,
+    /// `reason`, `roots`), -32602 for a path that is not one, -32010 for a failed system call.
+    static func responseError(_ error: SandboxError, field: String, roots: SandboxRoots) -> ResponseError {
+        switch error.kind {
+        case .outsideRoots:
+            return ResponseError(
+                .outsideRoots, "\(field): \(error.message)",
+                data: [
+                    "field": .string(field), "uri": .string(FileURI.uri(from: error.path)), "reason": .string(error.reason),
+                    "roots": .array(roots.paths.map { .string(FileURI.uri(from: $0)) }),
+                ])
+        case .invalidPath:
+            return .invalidParams(field: field, error.reason)
+        case .fileSystem(let detail):
+            return fileSystemError(detail)
         }
     }
 }

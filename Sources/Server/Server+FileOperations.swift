@@ -263,35 +263,6 @@ extension Server {
         default: throw notRegularFile(path, kind: "special file")
         }
     }
-
-    /// The -32010 error of a failed system call.
-    private static func fileSystemError(_ detail: FileSystemError) -> ResponseError {
-        ResponseError(.fileSystemError, detail.message, data: detail.json)
-    }
-
-    private static func notRegularFile(_ path: String, kind: String) -> ResponseError {
-        ResponseError(.notRegularFile, "\(path) is a \(kind), not a regular file", data: ["path": .string(path), "kind": .string(kind)])
-    }
-
-    // MARK: - Errors
-
-    /// The wire error of a refused file operation: -32023 for unsaved changes (`data`: `document`,
-    /// `uri`), -32013 for an existing destination (`data`: `uri`), the document errors otherwise.
-    static func responseError(_ error: FileOperationError, id: RequestID) -> ResponseError {
-        switch error {
-        case .unsavedChanges(let handle, let path):
-            return ResponseError(
-                .unsavedChanges,
-                "\(path) is open as document \(handle), which has unsaved changes; save or close it first, or delete with discard to drop them",
-                data: ["document": .string(handle), "uri": .string(FileURI.uri(from: path))])
-        case .document(.fileSystem(let detail)) where detail.errno == EEXIST:
-            return ResponseError(
-                .alreadyExists, "A file already exists at \(detail.path); it was left as it is (ask to replace it, or choose another name)",
-                data: ["uri": .string(FileURI.uri(from: detail.path))])
-        case .document(let error):
-            return responseError(error, id: id)
-        }
-    }
 }
 
 extension RequestPath {

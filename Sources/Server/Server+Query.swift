@@ -125,7 +125,7 @@ extension Server {
                 let files = entries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
                 return .now(.success(["query": .null, "files": .array(files)]))
             case .failure(let error):
-                throw ResponseError(.fileSystemError, error.message, data: error.json)
+                throw Self.fileSystemError(error)
             }
         }
 
@@ -146,7 +146,7 @@ extension Server {
         case .success(let started): watch = started
         case .failure(let error):
             continuation.finish()
-            throw ResponseError(.fileSystemError, error.message, data: error.json)
+            throw Self.fileSystemError(error)
         }
         let id = "q\(queries.nextNumber)"
         queries.nextNumber += 1

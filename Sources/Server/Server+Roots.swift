@@ -73,22 +73,4 @@ extension Server {
             throw Self.responseError(error, field: field, roots: roots)
         }
     }
-
-    /// The wire error for a refused path: -32022 outside the roots (`data`: `field`, `uri`,
-    /// `reason`, `roots`), -32602 for a path that is not one, -32010 for a failed system call.
-    static func responseError(_ error: SandboxError, field: String, roots: SandboxRoots) -> ResponseError {
-        switch error.kind {
-        case .outsideRoots:
-            return ResponseError(
-                .outsideRoots, "\(field): \(error.message)",
-                data: [
-                    "field": .string(field), "uri": .string(FileURI.uri(from: error.path)), "reason": .string(error.reason),
-                    "roots": .array(roots.paths.map { .string(FileURI.uri(from: $0)) }),
-                ])
-        case .invalidPath:
-            return .invalidParams(field: field, error.reason)
-        case .fileSystem(let detail):
-            return ResponseError(.fileSystemError, detail.message, data: detail.json)
-        }
-    }
 }
