@@ -97,13 +97,16 @@ let package = Package(
         // Test and benchmark support: the editing traces of ../shared/data, loaded once for all.
         .target(name: "EditingTraces", dependencies: ["JSON"]),
 
-        .testTarget(name: "ExecutionTests", dependencies: ["Execution"]),
-        .testTarget(name: "JSONTests", dependencies: ["JSON"]),
-        .testTarget(name: "FileStoreTests", dependencies: ["FileStore", "CTextScan"]),
+        // What the test targets share: temporary directories, a seeded generator, waiting for a
+        // condition with a deadline (a library, not a test target: the others import it).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "ExecutionTests", dependencies: ["TestSupport", "Execution"]),
+        .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"]),
+        .testTarget(name: "FileStoreTests", dependencies: ["TestSupport", "FileStore", "CTextScan"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
-        .testTarget(name: "TextBufferTests", dependencies: ["TextBuffer", "JSON", "EditingTraces"]),
-        .testTarget(name: "DocumentSessionTests", dependencies: ["DocumentSession", "TextBuffer", "FileStore"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["docsession", "JSONRPC", "Server", "Client", "JSON", "EditingTraces"]),
+        .testTarget(name: "TextBufferTests", dependencies: ["TestSupport", "TextBuffer", "JSON", "EditingTraces"]),
+        .testTarget(name: "DocumentSessionTests", dependencies: ["TestSupport", "DocumentSession", "TextBuffer", "FileStore"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "docsession", "JSONRPC", "Server", "Client", "JSON", "EditingTraces"]),
     ]
 )

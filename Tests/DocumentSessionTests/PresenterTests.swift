@@ -111,28 +111,11 @@ private func setText(_ store: DocumentStore, _ handle: String, _ text: String) a
         handle, version: version, edits: [TextEdit(range: nil, text: text)], encoding: .utf16, label: nil, merge: false)
 }
 
-/// Polls `condition` every 10 ms, `tries` times (3 s); answers whether it came true.
-/// Waits (up to 60 s by the clock) until `condition` holds.
-private func waitUntil(_ condition: () async throws -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + .seconds(60)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(2))
-    }
-    return false
+/// Waits for `condition` by the clock, up to TestSupport's deadline (60 s: a busy machine stretches
+/// everything, and versions are written at nice 10 behind the saves).
+private func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
+    try await waitUntil(interval: .milliseconds(10), condition)
 }
-
-private func eventually(tries: Int = 300, _ condition: () async throws -> Bool) async throws -> Bool {
-    for _ in 0..<tries {
-        if try await condition() { return true }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    return false
-}
-
-/// Versions are written on an idle-priority (SCHED_IDLE) thread, which a busy machine starves:
-/// waits for them get 10 s.
-private let versionTries = 1000
 
 /// A short wait, only to show that nothing comes (the debounce is 50 ms).
 private func quietPeriod(_ milliseconds: Int = 300) async throws {
@@ -293,7 +276,7 @@ struct PresenterTests {
         #expect(document.version == 2)
 
         // The disk's side is kept as a conflict version (written off the actor: polled).
-        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).contains { $0.kind == .conflict } })
+        #expect(try await eventually { try await p.store.versions(p.handle).contains { $0.kind == .conflict } })
         let conflicts = try await p.store.versions(p.handle).filter { $0.kind == .conflict }
         #expect(conflicts.count == 1)
         let kept = try #require(conflicts.first)
@@ -623,14 +606,14 @@ struct PresenterTests {
         let versions = try #require(p.versions)
         _ = try await typeAtStart(p.store, p.handle, "v1 ")
         _ = try await p.store.save(p.handle)
-        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 1 })
+        #expect(try await eventually { try await p.store.versions(p.handle).count == 1 })
         let saved = try #require(try await p.store.versions(p.handle).first)
         #expect(saved.kind == .saved)
 
         let newPath = p.directory.file("renamed.txt")
         try renameFile(p.path, newPath)
         _ = try await p.log.wait { movedFrom($0) != nil }
-        #expect(try await eventually(tries: versionTries) { versions.versions(of: newPath).map(\.id) == [saved.id] },
+        #expect(try await eventually { versions.versions(of: newPath).map(\.id) == [saved.id] },
                 "under the new path: \(versions.versions(of: newPath)), the old: \(versions.versions(of: p.path))")
         #expect(versions.versions(of: p.path).isEmpty)
         #expect(try await p.store.versions(p.handle).map(\.id) == [saved.id])
@@ -644,13 +627,13 @@ struct PresenterTests {
         let versions = try #require(p.versions)
         try await setText(p.store, p.handle, "v1\n")
         _ = try await p.store.save(p.handle)
-        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 1 })
+        #expect(try await eventually { try await p.store.versions(p.handle).count == 1 })
         // A conflict version too: the file changed under an unsaved edit, kept by a forced save.
         try await setText(p.store, p.handle, "v2\n")
         try rewriteInPlace(p.path, "theirs\n")
         _ = try await p.log.wait { $0.reason == .externalChange }
         _ = try await p.store.save(p.handle, force: true)
-        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 3 })
+        #expect(try await eventually { try await p.store.versions(p.handle).count == 3 })
         let before = try await p.store.versions(p.handle)
         #expect(before.map(\.kind) == [.saved, .conflict, .saved])
 
@@ -660,7 +643,7 @@ struct PresenterTests {
         try await setText(p.store, p.handle, "v3\n")
         _ = try await p.store.save(p.handle, to: newPath)
         #expect(try await p.store.document(p.handle).path == newPath)
-        let moved = try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 4 }
+        let moved = try await eventually { try await p.store.versions(p.handle).count == 4 }
         let listed = try await p.store.versions(p.handle)
         #expect(moved, "listed: \(listed); under the old path: \(versions.versions(of: p.path))")
         let after = try await p.store.versions(p.handle)
@@ -688,10 +671,10 @@ struct PresenterTests {
         defer { withExtendedLifetime(p) {} }
         try await setText(p.store, p.handle, "second\n")
         _ = try await p.store.save(p.handle)
-        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 1 })
+        #expect(try await eventually { try await p.store.versions(p.handle).count == 1 })
         try await setText(p.store, p.handle, "third\n")
         _ = try await p.store.save(p.handle)
-        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 2 })
+        #expect(try await eventually { try await p.store.versions(p.handle).count == 2 })
         let listed = try await p.store.versions(p.handle)
         #expect(listed.allSatisfy { $0.kind == .saved })
         let older = try #require(listed.last)
@@ -753,7 +736,7 @@ struct PresenterTests {
         _ = try await p.log.wait { $0.reason == .externalChange }
         // The first conflict version stored before the next write (versions are dated when the
         // idle thread stores them, not when the file was read).
-        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).count == 1 })
+        #expect(try await eventually { try await p.store.versions(p.handle).count == 1 })
         p.log.clear()
         times = [timespec(tv_sec: 2_000_000, tv_nsec: 0), timespec(tv_sec: 2_000_000, tv_nsec: 0)]
         #expect(utimensat(AT_FDCWD, p.path, &times, 0) == 0)
@@ -765,8 +748,8 @@ struct PresenterTests {
         _ = try await p.log.wait { $0.reason == .externalChange }
         // The rewrite is a truncation and a write: on a busy machine the watcher can see the empty
         // file first and record it as a conflict version of its own; the newest is the full text.
-        #expect(try await eventually(tries: versionTries) { try await p.store.versions(p.handle).filter { $0.kind == .conflict }.count >= 2 })
-        #expect(try await eventually(tries: versionTries) {
+        #expect(try await eventually { try await p.store.versions(p.handle).filter { $0.kind == .conflict }.count >= 2 })
+        #expect(try await eventually {
             guard let newest = try await p.store.versions(p.handle).first else { return false }
             return try await p.store.readVersion(p.handle, id: newest.id).text == "theirs again\n"
         })
@@ -792,7 +775,7 @@ struct PresenterTests {
         let backup = p.path + "~"
         try renameFile(p.path, backup)
         try p.directory.write(p.name, "after\n")
-        let settled = try await eventually(tries: 150) { p.log.all.contains { reloadEdits($0) != nil || movedFrom($0) != nil } }
+        let settled = try await eventually { p.log.all.contains { reloadEdits($0) != nil || movedFrom($0) != nil } }
         try await quietPeriod(100)
         let document = try await p.store.document(p.handle)
         #expect(settled)

@@ -19,13 +19,9 @@ final class EventLog: Sendable {
 
     /// Waits (up to 60 s, by the clock: a busy machine stretches sleeps) until an event matches.
     func wait(for matches: (DocumentEvent) -> Bool) async throws -> DocumentEvent {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while true {
-            if let event = all.first(where: matches) { return event }
-            guard ContinuousClock.now < deadline else { break }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        throw TestFailure("no matching event in \(all)")
+        _ = await waitUntil(interval: .milliseconds(10)) { all.contains(where: matches) }
+        guard let event = all.first(where: matches) else { throw TestFailure("no matching event in \(all)") }
+        return event
     }
 }
 
@@ -45,11 +41,8 @@ func storeWithEvents(
 
 /// The content hash of the document's file, once the background hashing has recorded it.
 func waitForHash(_ store: DocumentStore, _ handle: String) async throws -> UInt64? {
-    for _ in 0..<500 {
-        if let hash = try await store.document(handle).identity.contentHash { return hash }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    return nil
+    _ = try await waitUntil(interval: .milliseconds(10)) { try await store.document(handle).identity.contentHash != nil }
+    return try await store.document(handle).identity.contentHash
 }
 
 func typeAtStart(_ store: DocumentStore, _ handle: String, _ text: String) async throws -> Int64 {
@@ -131,16 +124,6 @@ struct SaveTests {
         // Written last, the newest text: the file never goes back to an older save.
         #expect(try contents(directory.file("doc.txt")) == Array("cbax".utf8))
         #expect(!(try await store.document(handle).hasUnsavedChanges))
-    }
-
-    /// Waits (up to 60 s by the clock) until `condition` holds.
-    private func waitUntil(_ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(2))
-        }
-        return false
     }
 
     @Test("the encoding, byte order mark and line endings are written back as they were read", arguments: [

@@ -1,49 +1,12 @@
 import Foundation
 import Synchronization
 import Testing
+// The shared test support (TemporaryDirectory, TestFailure, waitUntil), for every file of this target.
+@_exported import TestSupport
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// A fresh directory under the system's temporary directory, removed with everything in it when
-/// the value is dropped.
-final class TemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init() throws {
-        var template = Array((NSTemporaryDirectory() + "/docsession-store-XXXXXX").utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw TestFailure("mkdtemp failed: \(String(cString: strerror(errno)))")
-        }
-        // Resolve symlinks in the temporary directory's path (so inode comparisons are the point).
-        path = URL(fileURLWithPath: String(cString: made)).resolvingSymlinksInPath().path
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    /// The path of `name` in the directory.
-    func file(_ name: String) -> String { path + "/" + name }
-
-    /// Writes `bytes` to `name`, answering its path.
-    @discardableResult
-    func write(_ name: String, _ bytes: [UInt8]) throws -> String {
-        let target = file(name)
-        guard FileManager.default.createFile(atPath: target, contents: Data(bytes)) else {
-            throw TestFailure("could not write \(target)")
-        }
-        return target
-    }
-
-    /// Writes `text` as UTF-8 to `name`, answering its path.
-    @discardableResult
-    func write(_ name: String, _ text: String) throws -> String { try write(name, Array(text.utf8)) }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
 
 /// The bytes of a file.
 func contents(_ path: String) throws -> [UInt8] {

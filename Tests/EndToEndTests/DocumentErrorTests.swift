@@ -141,7 +141,7 @@ extension DocumentTests {
 
         @Test("every bad param is -32602 naming the field, and changes nothing", arguments: ["document/open", "document/create", "document/read", "document/edit", "document/undo", "document/state"])
         func badParams(method: String) throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let path = try directory.write("ok.txt", "abc\n")
             let session = try Session.documents()
             try session.open(path)
@@ -187,7 +187,7 @@ extension DocumentTests {
 
         @Test("a missing file is -32010 with the detail: code, errno, syscall, path, message, recoverable, suggestions")
         func missingFile() throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let session = try Session.documents()
             let path = directory.file("absent.txt")
             let error = try session.callFailing("document/open", ["uri": .string(fileURI(path))], code: -32010)
@@ -219,7 +219,7 @@ extension DocumentTests {
 
         @Test("a directory is -32016 naming the path and kind; so is a FIFO, which does not hang the server")
         func notARegularFile() throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let session = try Session.documents()
             let error = try session.callFailing("document/open", ["uri": .string(fileURI(directory.path))], code: -32016)
             #expect(error["data"]?["path"] == .string(directory.path))
@@ -236,7 +236,7 @@ extension DocumentTests {
 
         @Test("a file that is not UTF-8 is -32014 naming the byte offset; encoding iso-8859-1 then opens it")
         func notText() throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let bytes: [UInt8] = Array("caf".utf8) + [0xE9] + Array(" au lait\n".utf8)
             let path = try directory.write("latin1.txt", bytes)
             let session = try Session.documents()
@@ -265,7 +265,7 @@ extension DocumentTests {
             ([0xFF, 0xFE, 0x61, 0x00, 0x62], 4, "utf-16le"),  // an odd number of bytes
         ])
         func notTextOffsets(bytes: [UInt8], offset: Int64, encoding: String) throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let path = try directory.write("bad.txt", bytes)
             let session = try Session.documents()
             let error = try session.callFailing("document/open", ["uri": .string(fileURI(path))], code: -32014)
@@ -295,7 +295,7 @@ extension DocumentTests {
             case "utf-16be": bytes = (mark ? [0xFE, 0xFF] : []) + text.utf16.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
             default: bytes = (mark ? [0xEF, 0xBB, 0xBF] : []) + Array(text.utf8)
             }
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let path = try directory.write("encoded.txt", bytes)
             let session = try Session.documents(encoding: "utf-16")
             // Without a mark the encoding must be named; "auto" (the default) detects a mark.
@@ -316,7 +316,7 @@ extension DocumentTests {
 
         @Test("naming an encoding the file's mark contradicts: the mark is not skipped, and the bytes must decode")
         func contradictingMark() throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let path = try directory.write("le.txt", [0xFF, 0xFE, 0x61, 0x00])
             let session = try Session.documents()
             let error = try session.callFailing("document/open", ["uri": .string(fileURI(path)), "encoding": "utf-8"], code: -32014)

@@ -1,6 +1,8 @@
 import Foundation
 import JSON
 import Testing
+// The shared test support (TemporaryDirectory, SeededGenerator, waitUntilSync), for every file of this target.
+@_exported import TestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -11,41 +13,6 @@ import Testing
 
 /// The position encodings a client can negotiate, by their wire names.
 let positionEncodings = ["utf-8", "utf-16", "utf-32"]
-
-/// A fresh directory for one test's files, removed with them when the value is dropped.
-final class TestDirectory: @unchecked Sendable {
-    let path: String
-
-    init() throws {
-        var template = Array((NSTemporaryDirectory() + "/docsession-e2e-XXXXXX").utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw E2EError("mkdtemp failed: \(String(cString: strerror(errno)))")
-        }
-        path = URL(fileURLWithPath: String(cString: made)).resolvingSymlinksInPath().path
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    /// Writes `bytes` to `name`; answers the file's path.
-    @discardableResult
-    func write(_ name: String, _ bytes: [UInt8]) throws -> String {
-        let target = file(name)
-        guard FileManager.default.createFile(atPath: target, contents: Data(bytes)) else {
-            throw E2EError("could not write \(target)")
-        }
-        return target
-    }
-
-    @discardableResult
-    func write(_ name: String, _ text: String) throws -> String { try write(name, Array(text.utf8)) }
-
-    func contents(_ name: String) throws -> [UInt8] {
-        guard let data = FileManager.default.contents(atPath: file(name)) else { throw E2EError("could not read \(name)") }
-        return [UInt8](data)
-    }
-}
 
 /// The `file://` URI of an absolute path, every byte outside RFC 3986's unreserved set and `/`
 /// percent-encoded (the form the server writes).

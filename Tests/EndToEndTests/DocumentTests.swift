@@ -16,7 +16,7 @@ struct DocumentTests {
 
     @Test("open, read, edit, state, undo, redo and close, in each position encoding", arguments: positionEncodings)
     func everyMethod(encoding: String) throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("notes é #1.md", Self.text)
         let session = try Session.documents(encoding: encoding)
 
@@ -106,7 +106,7 @@ struct DocumentTests {
 
     @Test("LSP clamping: a character past a line's end is its end (before CR LF), a line past the last is the end", arguments: positionEncodings)
     func clamping(encoding: String) throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("clamp.txt", Self.text)
         let session = try Session.documents(encoding: encoding)
         try session.open(path)
@@ -136,7 +136,7 @@ struct DocumentTests {
 
     @Test("a position inside a surrogate pair (utf-16) or a UTF-8 sequence (utf-8) is -32602 naming the field; nothing changes", arguments: ["utf-8", "utf-16"])
     func insideACharacter(encoding: String) throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("inside.txt", Self.text)
         let session = try Session.documents(encoding: encoding)
         try session.open(path)
@@ -183,7 +183,7 @@ struct DocumentTests {
     ])
     func lineBreaks(name: String, text: String, style: String) throws {
         for encoding in positionEncodings {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let path = try directory.write(name, text)
             let session = try Session.documents(encoding: encoding)
             let info = try session.open(path)
@@ -215,7 +215,7 @@ struct DocumentTests {
 
     @Test("versions: +1 per accepted edit, even one that changes nothing; +1 per undo or redo that changes the text")
     func versions() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("v.txt", "abc\n")
         let session = try Session.documents()
         try session.open(path)
@@ -250,7 +250,7 @@ struct DocumentTests {
 
     @Test("a stale version is -32801 with data.version the current one, for edit, undo and redo; nothing changes")
     func staleVersions() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("stale.txt", "abc")
         let session = try Session.documents()
         try session.open(path)
@@ -275,7 +275,7 @@ struct DocumentTests {
 
     @Test("a request is all or nothing: one invalid edit and none applies", arguments: positionEncodings)
     func allOrNothing(encoding: String) throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("atomic.txt", Self.text)
         let session = try Session.documents(encoding: encoding)
         try session.open(path)
@@ -296,12 +296,12 @@ struct DocumentTests {
 
     @Test("undo and redo edits, applied by the client to its own copy, reproduce the server's text (random sessions)", arguments: positionEncodings)
     func undoRedoReplay(encoding: String) throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let start = "a😀b\r\ne\u{301}z\rlast\n\u{1F1EB}\u{1F1F7} flag\r\n𝄞\n"
         let path = try directory.write("random.txt", start)
         let session = try Session.documents(encoding: encoding)
         try session.open(path)
-        var random = SplitMix64(seed: 0xD0C5 &+ UInt64(encoding.utf8.last!))
+        var random = SeededGenerator(seed: 0xD0C5 &+ UInt64(encoding.utf8.last!))
         let pieces = ["x", "😀", "e\u{301}", "\r", "\n", "\r\n", "ab", "", "𝄞\r", "\u{301}", "é"]
         var client = ClientText(start, encoding: encoding)
         var version: Int64 = 1
@@ -353,7 +353,7 @@ struct DocumentTests {
     }
 
     /// A random valid edit of `client`: positions on character boundaries, sometimes clamped.
-    static func randomEdit(in client: ClientText, pieces: [String], _ random: inout SplitMix64) -> Edit {
+    static func randomEdit(in client: ClientText, pieces: [String], _ random: inout SeededGenerator) -> Edit {
         func position() -> Position {
             let line = Int(random.next() % UInt64(client.lineCount))
             let index = Int(random.next() % UInt64(client.contentCount(line) + 1))
@@ -376,7 +376,7 @@ struct DocumentTests {
 
     @Test("text goes both ways byte for byte: NUL, U+FEFF inside the text, unnormalised combining marks, U+10FFFF")
     func exactText() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let onDisk = "nul\u{0}here \u{FEFF}bom-like e\u{301} \u{E9} \u{10FFFF}\n"
         let path = try directory.write("exact.txt", onDisk)
         let session = try Session.documents(encoding: "utf-32")
@@ -397,7 +397,7 @@ struct DocumentTests {
 
     @Test("create: the file is made with the text, opened at version 1; never over an existing file (-32013)")
     func create() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let session = try Session.documents(encoding: "utf-32")
         let path = directory.file("new file.swift")
         let text = "let x = \"😀\"\r\n"
@@ -441,7 +441,7 @@ struct DocumentTests {
 
     @Test("close: never drops unsaved edits; ifChanged (the default) saves them first; then the handle is unknown")
     func close() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("close.txt", "on disk\n")
         let session = try Session.documents()
         try session.open(path)
@@ -467,7 +467,7 @@ struct DocumentTests {
 
     @Test("the same file twice, through a symlink, a hard link or another spelling of its URI: one document")
     func sameFile() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("real.txt", "shared")
         #expect(symlink(path, directory.file("link.txt")) == 0)
         #expect(link(path, directory.file("hard.txt")) == 0)
@@ -494,7 +494,7 @@ struct DocumentTests {
     /// with its params rebuilt from the predecoded ones: the trace must show them as sent.
     @Test("a traced edit: its params in the trace as sent (rebuilt from the fast reading), the same answer; untraced again, edits go on")
     func tracedEdit() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("traced.txt", "abc\n")
         let session = try Session.documents(encoding: "utf-16")
         try session.open(path)
@@ -525,16 +525,3 @@ struct DocumentTests {
     }
 }
 
-/// A small seeded generator, so random sessions replay the same way.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-}

@@ -43,7 +43,7 @@ extension DocumentTests {
         /// Replays `transactions` of `trace` in `encoding`, then undoes and redoes everything, checking
         /// the server's text and the client's copy at every step that can be checked.
         static func replay(_ trace: EditingTrace, transactions: Int, encoding: String, name: String) throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let path = try directory.write(name, trace.startContent)
             let session = try Session.documents(encoding: encoding)
             try session.open(path, ["includeText": false])

@@ -35,20 +35,6 @@ struct FileOperationTests {
         #expect(try session.takeStateChanges().isEmpty, sourceLocation: sourceLocation)
     }
 
-    /// A fresh directory on /dev/shm (another file system than the temporary directory's), removed
-    /// with the value.
-    final class ShmDirectory: @unchecked Sendable {
-        let path: String
-        init() throws {
-            var template = Array("/dev/shm/docsession-e2e-XXXXXX".utf8CString)
-            guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-                throw E2EError("mkdtemp on /dev/shm failed")
-            }
-            path = String(cString: made)
-        }
-        deinit { try? FileManager.default.removeItem(atPath: path) }
-    }
-
     func deviceOf(_ path: String) -> UInt64 {
         var status = stat()
         return stat(path, &status) == 0 ? UInt64(status.st_dev) : 0
@@ -58,7 +44,7 @@ struct FileOperationTests {
 
     @Test("delete a file that is not open: unlinked, closed null; missing is -32010 ENOENT; a directory is -32016")
     func deleteClosedFile() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("a.txt", "alpha\n")
         try FileManager.default.createDirectory(atPath: directory.file("sub"), withIntermediateDirectories: false)
         let session = try Session.documents()
@@ -78,7 +64,7 @@ struct FileOperationTests {
 
     @Test("delete an open clean document: closed (stateChanged closed before the response), file gone, no deletedOnDisk")
     func deleteOpenClean() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("a.txt", "alpha\n")
         let session = try Session.documents()
         try session.open(path)
@@ -95,7 +81,7 @@ struct FileOperationTests {
 
     @Test("delete an open document with unsaved changes: -32023 and nothing changes; with discard it is closed and deleted")
     func deleteDirty() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("a.txt", "alpha\n")
         let session = try Session.documents()
         try session.open(path)
@@ -118,7 +104,7 @@ struct FileOperationTests {
 
     @Test("delete with discard while a save runs: the save finishes first, then the document closes and the file goes")
     func deleteDuringSave() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("big.txt", String(repeating: "x", count: 4 << 20))
         let session = try Session.documents()
         try session.open(path, ["includeText": false])
@@ -139,7 +125,7 @@ struct FileOperationTests {
 
     @Test("move an open document within its directory, then across directories: didMove before the response, the session follows, a save writes the new place, the presenter stays quiet")
     func moveFollows() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("a.txt", "alpha\n")
         try FileManager.default.createDirectory(atPath: directory.file("sub"), withIntermediateDirectories: false)
         let session = try Session.documents()
@@ -176,8 +162,8 @@ struct FileOperationTests {
 
     @Test("move across file systems (/tmp to /dev/shm): copied, flushed, unlinked; the session follows and saves there; no deletedOnDisk")
     func moveAcrossFileSystems() throws {
-        let directory = try TestDirectory()
-        let shm = try ShmDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
+        let shm = try TemporaryDirectory(prefix: "docsession-e2e", in: "/dev/shm")  // another file system than the temporary directory's
         try #require(deviceOf(directory.path) != deviceOf(shm.path), "the test needs two file systems")
         let path = try directory.write("a.txt", "alpha\n")
         let session = try Session.documents()
@@ -202,7 +188,7 @@ struct FileOperationTests {
 
     @Test("move refusals: an existing destination is -32013 unless replace; another open document's file is -32013 even with replace; a missing directory is -32010")
     func moveRefusals() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let a = try directory.write("a.txt", "alpha\n")
         let b = try directory.write("b.txt", "bee\n")
         let c = try directory.write("c.txt", "sea\n")
@@ -230,7 +216,7 @@ struct FileOperationTests {
 
     @Test("rename: in the same directory; bad names are -32602 params.name; an existing name is -32013")
     func rename() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let a = try directory.write("a.txt", "alpha\n")
         try directory.write("taken.txt", "t\n")
         let session = try Session.documents()
@@ -254,8 +240,8 @@ struct FileOperationTests {
 
     @Test("import: a copy under a free name (report.txt taken → report 2.txt, then report 3.txt), the source untouched; open answers the document")
     func importCopies() throws {
-        let source = try TestDirectory()
-        let target = try TestDirectory()
+        let source = try TemporaryDirectory(prefix: "docsession-e2e")
+        let target = try TemporaryDirectory(prefix: "docsession-e2e")
         let from = try source.write("report.txt", "quarterly\n")
         try target.write("report.txt", "older\n")
         let session = try Session.documents()
@@ -285,7 +271,7 @@ struct FileOperationTests {
 
     @Test("export an unsaved document: the file gets the current text (encoding, BOM, CRLF as a save writes), the document keeps its unsaved changes and its file")
     func exportUnsaved() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("utf16.txt", [0xFF, 0xFE] + Array("one\r\ntwo\r\n".utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }))
         let session = try Session.documents()
         try session.open(path)
@@ -315,7 +301,7 @@ struct FileOperationTests {
 
     @Test("export writes the text as of its request: edits sent right after it are not in the file, and stay unsaved")
     func exportTextAsOfRequest() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("a.txt", String(repeating: "line\n", count: 200_000))
         let session = try Session.documents()
         try session.open(path, ["includeText": false])
@@ -336,7 +322,7 @@ struct FileOperationTests {
 
     @Test("export a file: a durable copy; an existing destination is -32013 unless replace; the source must be a regular file")
     func exportFile() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let from = try directory.write("a.txt", "alpha\n")
         let to = try directory.write("b.txt", "bee\n")
         let session = try Session.documents()
@@ -358,9 +344,9 @@ struct FileOperationTests {
 
     /// A root with a.txt, sub/, a symlink `escape` to a directory outside and `out.txt` to a file
     /// outside; answers the root, the outside directory and a session started with `--root`.
-    func sandbox() throws -> (root: TestDirectory, outside: TestDirectory, session: Session) {
-        let root = try TestDirectory()
-        let outside = try TestDirectory()
+    func sandbox() throws -> (root: TemporaryDirectory, outside: TemporaryDirectory, session: Session) {
+        let root = try TemporaryDirectory(prefix: "docsession-e2e")
+        let outside = try TemporaryDirectory(prefix: "docsession-e2e")
         try root.write("a.txt", "alpha\n")
         try FileManager.default.createDirectory(atPath: root.file("sub"), withIntermediateDirectories: false)
         try outside.write("o.txt", "outside\n")

@@ -55,10 +55,9 @@ struct FilePresenterTests {
     /// priority, after the save or conflict that made them).
     func versions(_ session: Session, atLeast count: Int, sourceLocation: SourceLocation = #_sourceLocation) throws -> [JSONValue] {
         var versions: [JSONValue] = []
-        for _ in 0..<200 {
+        _ = try waitUntilSync(intervalMicroseconds: 25_000) {
             versions = try session.call("document/versions", ["document": "d1"], sourceLocation: sourceLocation)["versions"]?.arrayValue ?? []
-            if versions.count >= count { break }
-            usleep(25_000)
+            return versions.count >= count
         }
         return versions
     }
@@ -72,7 +71,7 @@ struct FilePresenterTests {
 
     @Test("an in-place write to a clean document: didChange with the minimal edits, version + 1, undoable; our own save after it sends nothing")
     func inPlaceWrite() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let original = "alpha\nbeta\ngamma\ndelta\n"
         let path = try directory.write("notes.txt", original)
         let session = try Session.documents()
@@ -107,7 +106,7 @@ struct FilePresenterTests {
 
     @Test("sed -i (a rename onto the name) reloads a clean document; a later save needs no force")
     func sedInPlace() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("config.txt", "name = old\nsize = 3\n")
         let session = try Session.documents()
         try session.open(path)
@@ -128,7 +127,7 @@ struct FilePresenterTests {
 
     @Test("a same-size write with the times put back (touch -r) is caught by the content hash; a bare touch is not a change")
     func sameSizeWriteAndTouch() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("data.txt", "value=1111\n")
         try directory.write("reference", "")
         try run("/usr/bin/touch", ["-r", path, directory.file("reference")])
@@ -146,7 +145,7 @@ struct FilePresenterTests {
 
     @Test("truncate, a pause, then write: one reload to the final text, never an empty document")
     func truncateThenWrite() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("log.txt", "first\n")
         let session = try Session.documents()
         try session.open(path)
@@ -163,7 +162,7 @@ struct FilePresenterTests {
 
     @Test("a write while there are unsaved edits: inConflict with the detail, the edits kept, a conflict version; merge resolves disjoint changes")
     func conflictAndMerge() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("story.txt", "one\ntwo\nthree\nfour\n")
         let session = try Session.documents()
         try session.open(path)
@@ -200,7 +199,7 @@ struct FilePresenterTests {
 
     @Test("overlapping changes: merge answers the conflicting region and changes nothing; theirs then takes the file's text, clean")
     func overlappingConflict() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("story.txt", "one\ntwo\nthree\n")
         let session = try Session.documents()
         try session.open(path)
@@ -231,7 +230,7 @@ struct FilePresenterTests {
 
     @Test("a storm of 1,000 writes while the client edits: no edit lost, one conflict, the writer's last text merged in")
     func writeStorm() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let lines = (0..<40).map { "line \($0)\n" }
         let path = try directory.write("busy.txt", lines.joined())
         let session = try Session.documents()
@@ -280,8 +279,8 @@ struct FilePresenterTests {
 
     @Test("mv within the directory and into another: didMove with the new uri, the session follows, saves go to the new place")
     func moves() throws {
-        let directory = try TestDirectory()
-        let elsewhere = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
+        let elsewhere = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("draft.md", "# Draft\n")
         let session = try Session.documents()
         try session.open(path)
@@ -311,7 +310,7 @@ struct FilePresenterTests {
 
     @Test("rm: reason deletedOnDisk with the detail, the text kept as unsaved; the next save writes the file again")
     func deletion() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("gone.txt", "keep me\n")
         let session = try Session.documents()
         try session.open(path)
@@ -331,7 +330,7 @@ struct FilePresenterTests {
 
     @Test("versions: each save is kept; restoring one is an undoable edit; unknown ids get -32020")
     func savedVersions() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("essay.txt", "first draft\n")
         let session = try Session.documents()
         try session.open(path)

@@ -21,12 +21,12 @@ extension DocumentTests {
 
         /// Writes a file of about `size` bytes: lines of mixed lengths, mostly ASCII (a non-ASCII line
         /// every 997: the debug build's decoder is slow on non-ASCII text), ending with `lastLine`.
-        static func generate(in directory: TestDirectory, name: String = "big.txt") throws -> String {
+        static func generate(in directory: TemporaryDirectory, name: String = "big.txt") throws -> String {
             try generateCountingLines(in: directory, name: name).path
         }
 
         /// `generate`, answering also the number of line breaks written.
-        static func generateCountingLines(in directory: TestDirectory, name: String = "big.txt") throws -> (path: String, lineBreaks: Int) {
+        static func generateCountingLines(in directory: TemporaryDirectory, name: String = "big.txt") throws -> (path: String, lineBreaks: Int) {
             var block: [UInt8] = []
             block.reserveCapacity(1 << 20)
             var line = 0
@@ -85,7 +85,7 @@ extension DocumentTests {
 
         @Test("a 100 MB open reports $/progress begin, report, end, and other requests are answered while it loads")
         func progressAndConcurrency() throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let (big, lineBreaks) = try Self.generateCountingLines(in: directory)
             let small = try directory.write("small.txt", "small\n")
             let session = try Session.documents(encoding: "utf-32")
@@ -148,7 +148,7 @@ extension DocumentTests {
 
         @Test("a large open cancelled shortly after it starts answers -32800; nothing is opened; the server keeps serving")
         func cancelledOpen() throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let big = try Self.generate(in: directory)
             let small = try directory.write("small.txt", "small\n")
             let session = try Session.documents()
@@ -180,7 +180,7 @@ extension DocumentTests {
 
         @Test("cancelling one of two opens of the same large file answers -32800 to that one only")
         func cancelOneOfTwoOpens() throws {
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let big = try Self.generate(in: directory)
             let session = try Session.documents()
             try session.sendRequest(id: "first", "document/open", ["uri": .string(fileURI(big)), "workDoneToken": "first", "includeText": false])
@@ -205,7 +205,7 @@ extension DocumentTests {
         func manyLargeOpens() throws {
             let processors = ProcessInfo.processInfo.activeProcessorCount
             let loads = min(max(processors, 2), 8)
-            let directory = try TestDirectory()
+            let directory = try TemporaryDirectory(prefix: "docsession-e2e")
             let big = try Self.generate(in: directory)
             // Hard links: separate paths, so separate loads, without more disk.
             var paths = [big]

@@ -19,7 +19,7 @@ struct NamingTests {
     }
 
     /// Checks the created document is `name` in `directory`, holding `text` on disk and in the answer.
-    static func expectCreated(_ info: JSONValue, _ directory: TestDirectory, _ name: String, text: String,
+    static func expectCreated(_ info: JSONValue, _ directory: TemporaryDirectory, _ name: String, text: String,
         sourceLocation: SourceLocation = #_sourceLocation) throws {
         #expect(info["uri"] == .string(fileURI(directory.file(name))), "\(info.jsonText)", sourceLocation: sourceLocation)
         #expect(info["displayName"] == .string(name), "\(info.jsonText)", sourceLocation: sourceLocation)
@@ -29,7 +29,7 @@ struct NamingTests {
         #expect(try directory.contents(name) == Array(text.utf8), sourceLocation: sourceLocation)
     }
 
-    static func names(_ directory: TestDirectory) -> [String] {
+    static func names(_ directory: TemporaryDirectory) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
     }
 
@@ -45,7 +45,7 @@ struct NamingTests {
 
     @Test("sequence: the first free number, over gaps and existing files; the display name follows the file name")
     func sequence() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         try directory.write("Note 1.txt", "taken\n")
         try directory.write("Note 3.txt", "taken too\n")
         try directory.write("Note 5", "no extension: another name\n")
@@ -68,7 +68,7 @@ struct NamingTests {
 
     @Test("a collision: a file already at \"Note 1.txt\" gives \"Note 2.txt\"; a directory or a symlink at the name counts as taken")
     func collisions() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         try directory.write("Note 1.txt", "mine\n")
         try FileManager.default.createDirectory(atPath: directory.file("Note 2.txt"), withIntermediateDirectories: false)
         #expect(symlink("nowhere", directory.file("Note 3.txt")) == 0)
@@ -82,7 +82,7 @@ struct NamingTests {
 
     @Test("uuid: \"Note <UUID>.txt\", an upper-case version 4 UUID; without a prefix, the UUID alone")
     func uuid() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let session = try Session.documents()
         let pattern = try Regex("^Note [0-9A-F]{8}-[0-9A-F]{4}-4[0-9A-F]{3}-[89AB][0-9A-F]{3}-[0-9A-F]{12}\\.txt$")
         var seen: Set<String> = []
@@ -102,7 +102,7 @@ struct NamingTests {
 
     @Test("timestamp: \"Note 2026-11-22 08.01.02.txt\" in local time; \" 2\" when that name is taken")
     func timestamp() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let session = try Session.documents()
         let before = Int(time(nil))
         let info = try Self.create(session, in: directory.path, ["prefix": "Note", "style": "timestamp", "extension": "txt"], text: "t")
@@ -131,7 +131,7 @@ struct NamingTests {
 
     @Test("nameFrom firstLine: the text's first non-blank line names the file, made unique; a blank text falls back to the rule")
     func firstLine() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let session = try Session.documents()
         let rule: JSONValue = ["prefix": "Note", "extension": "txt", "nameFrom": "firstLine"]
         let text = "\n   \n  Shopping list  \nmilk\neggs\n"
@@ -152,7 +152,7 @@ struct NamingTests {
 
     @Test("20 creates from 4 clients (4 servers) at once in one directory: 20 distinct files, each intact")
     func concurrentCreates() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         /// What the four client threads collect (each session is used by its own thread only).
         final class Shared: @unchecked Sendable {
             let lock = NSLock()
@@ -195,7 +195,7 @@ struct NamingTests {
 
     @Test("every invalid param is -32602 naming its field, and creates nothing")
     func validation() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let session = try Session.documents()
         let here = JSONValue.string(fileURI(directory.path))
         let cases: [(JSONValue, String)] = [
@@ -239,7 +239,7 @@ struct NamingTests {
 
     @Test("a missing directory is -32010, a file as the directory -32010, a directory outside --root -32022")
     func directoryErrors() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         try FileManager.default.createDirectory(atPath: directory.file("root"), withIntermediateDirectories: false)
         try FileManager.default.createDirectory(atPath: directory.file("outside"), withIntermediateDirectories: false)
         try directory.write("root/file.txt", "x")

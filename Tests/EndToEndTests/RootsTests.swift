@@ -24,12 +24,12 @@ struct RootsTests {
     ///     r/sublink          -> sub                    (a directory inside)
     ///     out/secret.txt     "outside\n"
     final class Layout {
-        let directory: TestDirectory
+        let directory: TemporaryDirectory
         let root: String
         let out: String
 
         init() throws {
-            directory = try TestDirectory()
+            directory = try TemporaryDirectory(prefix: "docsession-e2e")
             root = directory.file("r")
             out = directory.file("out")
             for made in [root, out, root + "/sub"] { try FileManager.default.createDirectory(atPath: made, withIntermediateDirectories: false) }

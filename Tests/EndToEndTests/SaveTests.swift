@@ -14,7 +14,7 @@ struct SaveOverStdioTests {
 
     @Test("edit, save, edit again, save: the file has each saved text; stateChanged says edited and saved, before each response")
     func saveCycle() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("notes.txt", "one\n")
         let session = try Session.documents()
         let opened = try session.open(path)
@@ -50,7 +50,7 @@ struct SaveOverStdioTests {
 
     @Test("a failed save answers -32010 with the full detail, sets savingError with the same detail, keeps the text; the next save clears it")
     func failedSave() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("notes.txt", "text\n")
         let session = try Session.documents()
         try session.open(path)
@@ -87,7 +87,7 @@ struct SaveOverStdioTests {
 
     @Test("a file changed on disk: -32017 with both etags, inConflict; force overwrites; revert takes theirs")
     func conflict() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("notes.txt", "base\n")
         let session = try Session.documents()
         try session.open(path)
@@ -119,7 +119,7 @@ struct SaveOverStdioTests {
 
     @Test("edits sent right after a save are applied while it runs and stay unsaved; the save answers the version it wrote")
     func editsDuringSave() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let line = String(repeating: "x", count: 99) + "\n"
         let path = try directory.write("big.txt", String(repeating: line, count: 100_000))
         let session = try Session.documents()
@@ -144,7 +144,7 @@ struct SaveOverStdioTests {
 
     @Test("save as: the session moves to the new file; an existing file is refused (-32013) unless forced")
     func saveAs() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("draft.txt", "draft\n")
         let existing = try directory.write("final.txt", "keep\n")
         let session = try Session.documents()
@@ -165,7 +165,7 @@ struct SaveOverStdioTests {
 
     @Test("edits sent right behind a revert are refused with -32012 while it runs; bad save params are -32602 naming the field")
     func revertAndBadParams() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         // Large enough (20 MB) that reading it back takes far longer than the next request's trip.
         let disk = String(repeating: String(repeating: "d", count: 99) + "\n", count: 200_000)
         let path = try directory.write("notes.txt", disk)
@@ -188,7 +188,7 @@ struct SaveOverStdioTests {
 
     @Test("a close whose save fails keeps the document open with its edits and answers why; never then drops them")
     func closeFailureKeepsDocument() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("notes.txt", "text\n")
         // Unwatched: what is tested is the close's own save meeting a directory; a watcher would
         // report the file replaced too, before or after the close depending on the machine's load.
@@ -212,7 +212,7 @@ struct SaveOverStdioTests {
 
     @Test("requests take effect in order: a save waiting for another writes the text as asked; a revert or close refuses the edits sent after it")
     func order() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let line = String(repeating: "x", count: 99) + "\n"
         let path = try directory.write("big.txt", String(repeating: line, count: 200_000))
         let session = try Session.documents()
@@ -244,7 +244,7 @@ struct SaveOverStdioTests {
 
     @Test("save as onto another open document's file under another name (a symlink) is refused; nothing is replaced")
     func saveAsOntoAnAlias() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let target = try directory.write("notes.txt", "theirs\n")
         #expect(symlink(target, directory.file("link.txt")) == 0)
         let other = try directory.write("other.txt", "mine\n")
@@ -259,7 +259,7 @@ struct SaveOverStdioTests {
 
     @Test("shutdown stops autosave: an autosave scheduled before it does not write")
     func shutdownStopsAutosave() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("notes.txt", "text\n")
         let session = try Session()
         try session.initialize(["initializationOptions": ["autosave": ["policy": "afterDelay", "delay": 300]]])
@@ -277,7 +277,7 @@ struct SaveOverStdioTests {
 
     @Test("autosave from initialize's options: reported in capabilities, saves after a quiet delay with autosave: true")
     func autosave() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("notes.txt", "text\n")
         let session = try Session()
         let result = try session.initialize(["initializationOptions": ["autosave": ["policy": "afterDelay", "delay": 100]]])

@@ -14,7 +14,7 @@ struct ScriptingTests {
 
     @Test("call prints the result as one line of JSON and exits 0")
     func callPrintsTheResult() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("notes.txt", "Hello, café ☕\n")
         let run = try RawRun.run(["call", "document/open", #"{"uri":"\#(fileURI(path))","includeText":true}"#] + stateArguments)
         #expect(run.status == 0, "\(run.stderr)")
@@ -42,7 +42,7 @@ struct ScriptingTests {
 
     @Test("run: a JSON Lines script, ids assigned, each answer awaited; the transcript shows both directions and the notifications in order")
     func runScript() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let path = try directory.write("list.md", "- bread\n")
         let script = try directory.write("edit.jsonl", """
             # Open, add an item, save: the server is initialized and shut down around the script.
@@ -72,7 +72,7 @@ struct ScriptingTests {
 
     @Test("run --json prints only what the server sent; an error response makes the exit status 1")
     func runJSONLines() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let script = try directory.write("bad.jsonl", """
             {"method": "document/read", "params": {"document": "d1"}}
             {"method": "$/setTrace", "params": {"value": "off"}, "notification": true}
@@ -87,7 +87,7 @@ struct ScriptingTests {
 
     @Test("run: a line that is not a message names its line and why, exit 2, nothing sent")
     func runRefusesABadScript() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         for (text, expected) in [
             (#"{"method": "document/read"}\#n[1, 2]"#, "bad.jsonl:2: expected a JSON object"),
             (#"{"params": {}}"#, #"bad.jsonl:1: a message needs a string "method""#),

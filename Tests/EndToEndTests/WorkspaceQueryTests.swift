@@ -18,7 +18,7 @@ struct WorkspaceQueryTests {
     /// Makes the directories of `path` (relative to `directory`) and writes `text` there, in
     /// place (FileManager writes a temporary file and renames it, which a query reports as such).
     @discardableResult
-    func make(_ directory: TestDirectory, _ relative: String, _ text: String = "") throws -> String {
+    func make(_ directory: TemporaryDirectory, _ relative: String, _ text: String = "") throws -> String {
         let path = directory.file(relative)
         try FileManager.default.createDirectory(
             atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
@@ -96,7 +96,7 @@ struct WorkspaceQueryTests {
 
     @Test("a listing: recursive by default, sorted by relative path, with each file's info; not recursive; a glob")
     func listing() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         try make(directory, "b.txt", "bee\n")
         try make(directory, "a.md", "# A\n")
         try make(directory, "sub/c.swift", "let c = 1\n")
@@ -136,7 +136,7 @@ struct WorkspaceQueryTests {
 
     @Test("isOpen and document name the open document's handle, in listings and in changes")
     func openFiles() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let notes = try make(directory, "notes.txt", "hello\n")
         try make(directory, "other.txt", "other\n")
         let session = try Session.documents()
@@ -168,7 +168,7 @@ struct WorkspaceQueryTests {
 
     @Test("errors: a bad glob names params.glob and the position, a missing root, a root that is a file, an unknown query")
     func errors() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let file = try make(directory, "file.txt", "x")
         let session = try Session.documents()
         let badGlob = try session.callInvalid(
@@ -199,7 +199,7 @@ struct WorkspaceQueryTests {
 
     @Test("with --root: a root outside it by '..' or through a symlink is refused (-32022); inside, a listing")
     func outsideRoots() throws {
-        let outer = try TestDirectory()
+        let outer = try TemporaryDirectory(prefix: "docsession-e2e")
         let inner = outer.path + "/inner"
         try FileManager.default.createDirectory(atPath: inner, withIntermediateDirectories: true)
         try make(outer, "secret.txt", "secret")
@@ -223,7 +223,7 @@ struct WorkspaceQueryTests {
 
     @Test("a thousand files created at once: exactly a thousand created changes, each once, after the response")
     func burst() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let session = try Session.documents()
         let (query, initial) = try watch(session, directory.path)
         #expect(initial.isEmpty)
@@ -242,7 +242,7 @@ struct WorkspaceQueryTests {
 
     @Test("files created while the query starts: the listing and the changes after it hold each file exactly once, the response first")
     func snapshotThenChanges() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let session = try Session.documents()
         let writer = Thread {
             for index in 0..<400 {
@@ -273,7 +273,7 @@ struct WorkspaceQueryTests {
 
     @Test("nested directories made after the query began, a rewrite, moves within the root, deletions")
     func nestedMovesDeletesChanges() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         try make(directory, "keep.txt", "one\n")
         let session = try Session.documents()
         let (query, initial) = try watch(session, directory.path)
@@ -324,7 +324,7 @@ struct WorkspaceQueryTests {
 
     @Test("after stopQuery nothing more is sent for the query; after shutdown nothing for any")
     func stopAndShutdown() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let session = try Session.documents()
         let (first, _) = try watch(session, directory.path)
         let (second, _) = try watch(session, directory.path)
@@ -349,7 +349,7 @@ struct WorkspaceQueryTests {
 
     @Test("two queries at once on overlapping roots: each gets its own changes, relative to its own root")
     func overlapping() throws {
-        let directory = try TestDirectory()
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         try FileManager.default.createDirectory(atPath: directory.file("sub"), withIntermediateDirectories: true)
         let session = try Session.documents()
         let (outer, _) = try watch(session, directory.path)
@@ -374,7 +374,7 @@ struct WorkspaceQueryTests {
 
     @Test("the root deleted: every file deleted, then the query is quiet until stopped")
     func rootDeleted() throws {
-        let outer = try TestDirectory()
+        let outer = try TemporaryDirectory(prefix: "docsession-e2e")
         try make(outer, "root/one.txt")
         try make(outer, "root/two/three.txt")
         let session = try Session.documents()

@@ -2,6 +2,7 @@ import Execution
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -22,14 +23,9 @@ private actor Counter {
     }
 }
 
-/// Waits, bounded, for `condition`.
-private func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return condition()
+/// Waits for `condition`, up to TestSupport's deadline (by the clock).
+private func eventually(_ condition: () -> Bool) async -> Bool {
+    await waitUntil(condition)
 }
 
 @Suite("LoopExecutor: one thread for jobs and descriptors")

@@ -14,12 +14,7 @@ import Testing
     /// A fresh directory under the temporary directory, by its real path (as the kernel names
     /// the files in it).
     private func makeDirectory() -> String {
-        var template = Array((NSTemporaryDirectory() + "/background-release-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }!
-        return realpath(made, nil).map { resolved in
-            defer { free(resolved) }
-            return String(cString: resolved)
-        }!
+        try! makeTemporaryDirectory(prefix: "background-release")
     }
 
     private func writeFile(_ path: String, _ text: String) {
@@ -32,14 +27,9 @@ import Testing
         try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")
     }
 
-    /// Waits up to 60 s (a busy machine) for `condition`.
+    /// Waits up to TestSupport's deadline (60 s: a busy machine) for `condition`.
     private func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(2))
-        }
-        return condition()
+        await waitUntil(condition)
     }
 
     @Test func aLocatorOfAFileWithANameClosesItsDescriptorAtOnce() throws {

@@ -9,9 +9,7 @@ import Testing
 
 /// A fresh directory under the temporary directory.
 private func makeDirectory() -> String {
-    var template = Array((NSTemporaryDirectory() + "/directoryquery-XXXXXX").utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
-    return DirectoryQuery.normalizedRoot(made!.replacingOccurrences(of: "//", with: "/"))
+    DirectoryQuery.normalizedRoot(try! makeTemporaryDirectory(prefix: "directoryquery"))
 }
 
 private func removeTree(_ path: String) { try? FileManager.default.removeItem(atPath: path) }

@@ -46,9 +46,7 @@ private final class ChangeLog: Sendable {
 
 /// A fresh directory under the temporary directory.
 private func makeDirectory() -> String {
-    var template = Array((NSTemporaryDirectory() + "/directorywatch-XXXXXX").utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
-    return DirectoryQuery.normalizedRoot(made!.replacingOccurrences(of: "//", with: "/"))
+    DirectoryQuery.normalizedRoot(try! makeTemporaryDirectory(prefix: "directorywatch"))
 }
 
 private func removeTree(_ path: String) { try? FileManager.default.removeItem(atPath: path) }

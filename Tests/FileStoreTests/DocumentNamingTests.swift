@@ -40,7 +40,7 @@ struct DocumentNamingTests {
 
     @Test("sequence names start at 1 and take the first free number: gaps are filled")
     func sequenceFillsGaps() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         let note = try rule("Note", .sequence)
         #expect(try createdName(directory, note, "one") == "Note 1.txt")
         touch(directory, "Note 3.txt", "three")
@@ -59,7 +59,7 @@ struct DocumentNamingTests {
 
     @Test("8 threads × 50 creations with one rule in one directory: 400 distinct files, each with its own content")
     func concurrentCreators() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         let note = try rule("Note", .sequence)
         let results = Probe()
         let failures = Probe()
@@ -93,7 +93,7 @@ struct DocumentNamingTests {
 
     @Test("uuid names: prefix, a space, an upper-case version 4 UUID, the extension; the UUID alone without a prefix")
     func uuidNames() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         let first = try createdName(directory, try rule("Note", .uuid))
         #expect(first.hasPrefix("Note ") && first.hasSuffix(".txt"))
         #expect(isUUIDv4(first.dropFirst(5).dropLast(4)))
@@ -106,7 +106,7 @@ struct DocumentNamingTests {
 
     @Test("timestamp names: local time with dots; a taken time counts on with 2, 3, ...")
     func timestampNames() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         let now: Int64 = 1_795_334_462  // 2026-11-22 08:01:02 UTC
         var clock = time_t(now)
         var parts = tm()
@@ -128,7 +128,7 @@ struct DocumentNamingTests {
 
     @Test("creation never overwrites, reports a missing directory and a file in place of one")
     func creationErrors() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         #expect(throws: FileSystemError.self) { try DocumentNaming.createNew(in: directory + "/missing", rule: try rule("Note", .sequence), bytes: []) }
         do {
             _ = try DocumentNaming.createNew(in: directory + "/missing", rule: try rule("Note", .sequence), bytes: [])
@@ -191,7 +191,7 @@ struct DocumentNamingTests {
 
     @Test("uniqueName: the name if free, else a counter before the extension, counting on from a counter")
     func uniqueNames() {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         #expect(DocumentNaming.uniqueName(for: "report.txt", in: directory) == "report.txt")
         touch(directory, "report.txt")
         #expect(DocumentNaming.uniqueName(for: "report.txt", in: directory) == "report 2.txt")
@@ -216,7 +216,7 @@ struct DocumentNamingTests {
 
     @Test("createExclusiveUnique takes the preferred name or the next free one, never overwriting")
     func exclusiveUnique() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         touch(directory, "report.txt", "original")
         let (path, identity) = try DocumentNaming.createExclusiveUnique(in: directory, preferredName: "report.txt", bytes: Array("copy".utf8))
         #expect(path == directory + "/report 2.txt")

@@ -14,10 +14,7 @@ private func otherFileSystemDirectory() -> String? {
     var tmp = stat()
     var shm = stat()
     guard stat("/tmp", &tmp) == 0, stat("/dev/shm", &shm) == 0, tmp.st_dev != shm.st_dev else { return nil }
-    var template = Array("/dev/shm/docsession-transfer-XXXXXX".utf8CString)
-    return template.withUnsafeMutableBufferPointer { buffer in
-        mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
-    }
+    return try? makeTemporaryDirectory(prefix: "docsession-transfer", in: "/dev/shm")
 }
 
 private let secondFileSystem: Bool = {
@@ -111,7 +108,7 @@ struct FileTransferTests {
     @Test("a move to another directory")
     func moveToOtherDirectory() throws {
         let source = writeTemporaryFile(Array("text\n".utf8), name: "a.txt")
-        let target = makeTemporaryDirectory()
+        let target = freshDirectory()
         try FileTransfer.move(from: source, to: target + "/moved.txt", replace: false)
         #expect(status(source) == nil)
         #expect(try fileText(target + "/moved.txt") == "text\n")
@@ -134,7 +131,7 @@ struct FileTransferTests {
 
     @Test("the RENAME_NOREPLACE fallbacks never replace either")
     func noReplaceHelper() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         put(directory + "/a", "a")
         put(directory + "/b", "b")
         let error = failure { () throws(FileSystemError) in
@@ -159,7 +156,7 @@ struct FileTransferTests {
 
     @Test("only regular files move: directories, symlinks and a missing source are errors; a directory is no destination")
     func onlyRegularFiles() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         mkdir(directory + "/sub", 0o755)
         #expect(failure { () throws(FileSystemError) in try FileTransfer.move(from: directory + "/sub", to: directory + "/x", replace: false) }?.code == "EISDIR")
         put(directory + "/file", "f")
@@ -175,7 +172,7 @@ struct FileTransferTests {
 
     @Test("a move that cannot happen (destination directory not writable, or missing as root) leaves the source and no temp file")
     func failedMoveLeavesSource() throws {
-        try expectMoveRefused(into: makeTemporaryDirectory(), leftovers: tempFiles)
+        try expectMoveRefused(into: freshDirectory(), leftovers: tempFiles)
     }
 
     // MARK: Move across file systems
@@ -212,7 +209,7 @@ struct FileTransferTests {
     @Test("a 50 MB move across file systems (copied in pieces) and a 50 MB copy arrive whole",
           .enabled(if: secondFileSystem, "needs /dev/shm on a file system other than /tmp's"))
     func largeFiles() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         let source = directory + "/large.bin"
         writeLargeFile(source, megabytes: 50)
         let expected = try #require(hash(source))
@@ -290,7 +287,7 @@ struct FileTransferTests {
     func copies() throws {
         let source = writeTemporaryFile(Array("original\n".utf8), name: "a.txt")
         chmod(source, 0o604)
-        let target = makeTemporaryDirectory()
+        let target = freshDirectory()
         let identity = try FileTransfer.copy(from: source, to: target + "/c.txt", replace: false)
         #expect(try fileText(target + "/c.txt") == "original\n")
         #expect(try fileStatusMode(target + "/c.txt") == 0o604)
@@ -306,7 +303,7 @@ struct FileTransferTests {
 
     @Test("write: the bytes, a new file's mode from the umask, a replaced file's mode kept, no temp")
     func writes() throws {
-        let target = makeTemporaryDirectory()
+        let target = freshDirectory()
         let identity = try FileTransfer.write(Array("exported\n".utf8), to: target + "/e.txt", replace: false)
         #expect(identity.size == 9)
         #expect(try fileText(target + "/e.txt") == "exported\n")
@@ -326,7 +323,7 @@ struct FileTransferTests {
     @Test("import and export under a free name: report.txt taken gives report 2.txt, nothing overwritten")
     func uniqueTransfers() throws {
         let source = writeTemporaryFile(Array("imported\n".utf8), name: "report.txt")
-        let target = makeTemporaryDirectory()
+        let target = freshDirectory()
         put(target + "/report.txt", "theirs")
         let first = try FileTransfer.copy(from: source, intoDirectory: target, preferredName: "report.txt")
         #expect(first.path == target + "/report 2.txt")

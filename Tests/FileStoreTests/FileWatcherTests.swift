@@ -38,9 +38,7 @@ private final class EventLog: Sendable {
 
 /// A fresh directory under the temporary directory.
 private func makeDirectory() -> String {
-    var template = Array((NSTemporaryDirectory() + "/filewatcher-XXXXXX").utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
-    return made!
+    try! makeTemporaryDirectory(prefix: "filewatcher")
 }
 
 private func removeTree(_ path: String) { try? FileManager.default.removeItem(atPath: path) }

@@ -7,22 +7,11 @@ import Testing
     import Glibc
 #endif
 
-/// A small seedable generator (SplitMix64), so that a failing random test reproduces.
-private struct Seeded: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Random text of about `count` bytes: ASCII words, two-, three- and four-byte characters, and
 /// every kind of line break (`\n`, `\r\n`, a lone `\r`), in runs so that all of them meet.
 private func randomText(_ count: Int, seed: UInt64, breaks: [String] = ["\n", "\r\n", "\r"]) -> [UInt8] {
-    var random = Seeded(state: seed)
+    var random = SeededGenerator(seed: seed)
     let atoms = ["a", "word", " ", "é", "ß", "日", "本", "😀", "🍐", "x"] + breaks
     var bytes: [UInt8] = []
     while bytes.count < count { bytes += Array(atoms.randomElement(using: &random)!.utf8) }
@@ -181,7 +170,7 @@ struct ParallelLoadTests {
 
     @Test("random corruptions: the same error as the one-go loader, wherever the split falls")
     func corruptionsMatchTheOneGoLoader() {
-        var random = Seeded(state: 7)
+        var random = SeededGenerator(seed: 7)
         let corruptions: [[UInt8]] = [[0xFF], [0x80], [0xC3], [0xE6, 0x97], [0xF0, 0x9F, 0x98], [0xED, 0xA0, 0x80], [0xC0, 0xAF]]
         for round in 0..<60 {
             var bytes = randomText(400, seed: UInt64(100 + round))

@@ -174,7 +174,7 @@ struct SafeSaveTests {
 
     @Test("a directory or a read-only file is refused; the content producer's failure leaves the file alone")
     func refusals() throws {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         mkdir(directory + "/dir", 0o755)
         #expect(throws: SaveError.notRegularFile(path: directory + "/dir", kind: "directory")) {
             try save("x", to: directory + "/dir", expected: nil)

@@ -28,9 +28,7 @@ private final class SandboxTree {
     var outside: String { base + "/outside" }
 
     init() {
-        var template = Array((NSTemporaryDirectory() + "/sandboxroots-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }!
-        base = URL(fileURLWithPath: made).resolvingSymlinksInPath().path
+        base = try! makeTemporaryDirectory(prefix: "sandboxroots")
         for directory in ["root", "root/a", "root/a/deep", "outside", "realParent", "realParent/root2"] {
             mkdir(base + "/" + directory, 0o755)
         }

@@ -1,4 +1,6 @@
 import Testing
+// The shared test support (makeTemporaryDirectory, SeededGenerator, waitUntil), for every file of this target.
+@_exported import TestSupport
 
 @testable import FileStore
 
@@ -6,16 +8,14 @@ import Testing
     import Glibc
 #endif
 
-/// A fresh temporary directory for one test.
-func makeTemporaryDirectory() -> String {
-    var template = Array("/tmp/docsession-filestore-XXXXXX".utf8CString)
-    let path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-    return path
+/// A fresh temporary directory for one test (TestSupport's; the caller removes it).
+func freshDirectory() -> String {
+    try! makeTemporaryDirectory(prefix: "docsession-filestore", in: "/tmp")
 }
 
 /// Writes `bytes` to a new file in a new temporary directory and answers its path.
 func writeTemporaryFile(_ bytes: [UInt8], name: String = "file.txt") -> String {
-    let path = makeTemporaryDirectory() + "/" + name
+    let path = freshDirectory() + "/" + name
     let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
     precondition(fd >= 0)
     _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -138,7 +138,7 @@ struct TextFileLoaderTests {
 
     @Test("a missing file is a file-system error with errno, syscall and path")
     func missing() {
-        let path = makeTemporaryDirectory() + "/absent.txt"
+        let path = freshDirectory() + "/absent.txt"
         do {
             _ = try load(path)
             Issue.record("expected an error")
@@ -157,7 +157,7 @@ struct TextFileLoaderTests {
 
     @Test("directories and FIFOs are refused without blocking")
     func notRegular() {
-        let directory = makeTemporaryDirectory()
+        let directory = freshDirectory()
         #expect(throws: LoadError.notRegularFile(path: directory, kind: "directory")) { try load(directory) }
         let fifo = directory + "/pipe"
         #expect(mkfifo(fifo, 0o600) == 0)

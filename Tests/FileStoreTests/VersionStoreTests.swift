@@ -14,7 +14,7 @@ private func makeStore(
     maxVersionSize: Int = 64 << 20, durable: Bool = true, pathHash: (@Sendable (String) -> UInt64)? = nil
 ) throws -> VersionStore {
     try VersionStore(
-        directory: directory ?? makeTemporaryDirectory() + "/versions", savedLimit: savedLimit, conflictLimit: conflictLimit,
+        directory: directory ?? freshDirectory() + "/versions", savedLimit: savedLimit, conflictLimit: conflictLimit,
         byteLimit: byteLimit, maxVersionSize: maxVersionSize, durable: durable,
         pathHash: pathHash ?? { ContentHasher.hash($0.utf8) })
 }
@@ -234,7 +234,7 @@ struct VersionStoreTests {
 
     @Test("Directories are 0700 (the store's and its missing parents), files 0600")
     func modes() throws {
-        let base = makeTemporaryDirectory()
+        let base = freshDirectory()
         let store = try makeStore(directory: base + "/state/docsession/versions/")
         #expect(store.directory == base + "/state/docsession/versions")
         let version = try add(store, "/private.txt", .saved, "private")
@@ -253,7 +253,7 @@ struct VersionStoreTests {
 
     @Test("Temp files older than a minute are swept when a store opens; fresh ones are kept")
     func sweep() throws {
-        let directory = makeTemporaryDirectory() + "/versions"
+        let directory = freshDirectory() + "/versions"
         let store = try makeStore(directory: directory)
         let version = try add(store, "/kept.txt", .saved, "kept")
         let stale = directory + "/" + VersionStore.tempPrefix + "dead"

@@ -1,4 +1,6 @@
 import Testing
+// The shared test support (SeededGenerator), for every file of this target.
+@_exported import TestSupport
 
 @testable import JSON
 
@@ -40,7 +42,7 @@ struct SerializerTests {
 
     @Test("whatever the parser accepts, serialising and parsing again gives the same value")
     func roundTrip() throws {
-        var generator = SplitMix64(seed: 0xD0C5_E551_0000_0001)
+        var generator = SeededGenerator(seed: 0xD0C5_E551_0000_0001)
         let parser = JSONParser()
         for _ in 0..<2_000 {
             let value = randomValue(&generator, depth: 0)
@@ -50,26 +52,14 @@ struct SerializerTests {
     }
 }
 
-/// A small deterministic generator, so a failure reproduces.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
-private func randomString(_ generator: inout SplitMix64) -> String {
+private func randomString(_ generator: inout SeededGenerator) -> String {
     let alphabet: [Character] = ["a", "Z", "0", " ", "\"", "\\", "/", "\n", "\u{0}", "\u{1F}", "é", "中", "😀", "\u{301}", "\u{FEFF}"]
     let length = Int.random(in: 0...8, using: &generator)
     return String((0..<length).map { _ in alphabet.randomElement(using: &generator)! })
 }
 
-private func randomValue(_ generator: inout SplitMix64, depth: Int) -> JSONValue {
+private func randomValue(_ generator: inout SeededGenerator, depth: Int) -> JSONValue {
     let choice = Int.random(in: 0..<(depth > 4 ? 5 : 7), using: &generator)
     switch choice {
     case 0: return .null

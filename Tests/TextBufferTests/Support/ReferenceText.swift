@@ -1,4 +1,6 @@
 @testable import TextBuffer
+// The shared test support (SeededGenerator), for every file of this target.
+@_exported import TestSupport
 
 /// A plain model of a document, as an array of Unicode scalars with the line rules written out
 /// the obvious way: what the rope is checked against.
