@@ -276,6 +276,8 @@ struct Candidate {
     var variant: Int    // 0..<3: a random split; 3: same place
     var large: Bool
     var category: Category
+    /// For a large case, the category of its split (which decides whether a conflict is expected).
+    var underlying: Category
 }
 
 /// The hunks of each side for a variant at a point; nil when the variant does not apply.
@@ -304,12 +306,12 @@ enum Outcome: Int, CaseIterable {
     var name: String { ["clean right", "clean WRONG", "clean, order chosen", "missed", "conflict (expected)"][rawValue] }
 }
 
-func classify(clean: Bool, merged: UnsafeRawBufferPointer?, expected: [UInt8]?, category: Category) -> Outcome {
+func classify(clean: Bool, merged: UnsafeRawBufferPointer?, expected: [UInt8]?, conflictExpected: Bool) -> Outcome {
     if clean {
         guard let expected else { return .cleanUndefined }
         return merged.map { $0.elementsEqual(expected) } == true ? .right : .wrong
     }
-    return category.conflictExpected ? .conflict : .missed
+    return conflictExpected ? .conflict : .missed
 }
 
 /// Whether `a` and `b` hold the same lines (split after each "\n"), in any order.
@@ -326,6 +328,46 @@ func sameLines(_ a: UnsafeRawBufferPointer, _ b: [UInt8]) -> Bool {
 /// Writes `bytes` to `path` (examples only).
 func write(_ bytes: [UInt8], to path: String) {
     guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else { fatalError("cannot write \(path)") }
+}
+
+/// The texts cut to the lines where any differs from the first, with `context` equal lines kept
+/// on each side.
+func crop(_ texts: [[UInt8]], context: Int) -> [[UInt8]] {
+    func lines(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        var result: [ArraySlice<UInt8>] = [], start = 0
+        for (index, byte) in bytes.enumerated() where byte == 0x0A { result.append(bytes[start...index]); start = index + 1 }
+        if start < bytes.count { result.append(bytes[start...]) }
+        return result
+    }
+    let split = texts.map(lines)
+    let shortest = split.map(\.count).min()!
+    var prefix = 0
+    while prefix < shortest && split.allSatisfy({ $0[prefix] == split[0][prefix] }) { prefix += 1 }
+    var suffix = 0
+    while suffix < shortest - prefix && split.allSatisfy({ $0[$0.count - 1 - suffix] == split[0][split[0].count - 1 - suffix] }) { suffix += 1 }
+    let drop = max(0, prefix - context), dropEnd = max(0, suffix - context)
+    return split.map { Array($0[drop ..< $0.count - dropEnd].joined()) }
+}
+
+/// Both merges on one case, untimed: their outcomes and clean texts.
+func mergeBoth(_ b: [UInt8], _ m: [UInt8], _ t: [UInt8], _ expected: [UInt8]?, conflictExpected: Bool)
+    -> (Outcome, Outcome, [UInt8]?, [UInt8]?) {
+    var ourText: [UInt8]? = nil
+    let ourOutcome: Outcome
+    switch ThreeWayMerge.merge(base: b, mine: m, theirs: t) {
+    case .merged(let bytes):
+        ourText = bytes
+        ourOutcome = bytes.withUnsafeBytes { classify(clean: true, merged: $0, expected: expected, conflictExpected: conflictExpected) }
+    case .conflicts:
+        ourOutcome = classify(clean: false, merged: nil, expected: expected, conflictExpected: conflictExpected)
+    }
+    var result = b.withUnsafeBytes { bp in m.withUnsafeBytes { mp in t.withUnsafeBytes { tp in
+        gitmerge_merge(bp.baseAddress, bp.count, mp.baseAddress, mp.count, tp.baseAddress, tp.count, 0)
+    } } }
+    defer { gitmerge_free(&result) }
+    let buffer = UnsafeRawBufferPointer(start: result.text, count: result.length)
+    let gitOutcome = classify(clean: result.clean != 0, merged: buffer, expected: expected, conflictExpected: conflictExpected)
+    return (ourOutcome, gitOutcome, ourText, result.clean != 0 ? Array(buffer) : nil)
 }
 
 final class Tally {
@@ -448,8 +490,10 @@ for name in traces {
             var vr = variantRNG(point, variant)
             guard let (mine, theirs) = sides(hunks, variant: variant, rng: &vr) else { continue }
             let category = variant == 3 ? .samePlace : categorize(mine: mine, theirs: theirs, base: base, lines: lines)
-            candidates.append(Candidate(point: point, variant: variant, large: false, category: category))
-            if variant < 3 { candidates.append(Candidate(point: point, variant: variant, large: true, category: .large)) }
+            candidates.append(Candidate(point: point, variant: variant, large: false, category: category, underlying: category))
+            if variant < 3 {
+                candidates.append(Candidate(point: point, variant: variant, large: true, category: .large, underlying: category))
+            }
         }
     }
     // At most `quota` per category (large: 300), drawn with the seed.
@@ -521,13 +565,13 @@ for name in traces {
             switch ourResult! {
             case .merged(let bytes):
                 ourMerged = bytes
-                ourOutcome = bytes.withUnsafeBytes { classify(clean: true, merged: $0, expected: expected, category: category) }
+                ourOutcome = bytes.withUnsafeBytes { classify(clean: true, merged: $0, expected: expected, conflictExpected: candidate.underlying.conflictExpected) }
             case .conflicts:
-                ourOutcome = classify(clean: false, merged: nil, expected: expected, category: category)
+                ourOutcome = classify(clean: false, merged: nil, expected: expected, conflictExpected: candidate.underlying.conflictExpected)
             }
             func outcome(_ result: gitmerge_result) -> Outcome {
                 classify(clean: result.clean != 0, merged: UnsafeRawBufferPointer(start: result.text, count: result.length),
-                         expected: expected, category: category)
+                         expected: expected, conflictExpected: candidate.underlying.conflictExpected)
             }
             let gitOutcome = outcome(gitResult), diff3Outcome = outcome(diff3Result)
             ours.add(category, ourOutcome)
@@ -546,12 +590,16 @@ for name in traces {
             let gitMerged = gitResult.clean != 0 ? Array(UnsafeRawBufferPointer(start: gitResult.text, count: gitResult.length)) : nil
             if let ourMerged, let gitMerged, ourMerged != gitMerged { disagreements += 1 }
 
-            // Examples: wrong or chosen-order merges of either, and every clean disagreement.
+            // Examples: the wrong merges of either, the cases only git merged right, and a few
+            // chosen orders; each also cropped to the fewest context lines that still give the
+            // same two outcomes (min-*).
             if let directory = examplesDirectory {
                 var labels: [String] = []
-                if ourOutcome == .wrong || ourOutcome == .cleanUndefined { labels.append("ours-\(ourOutcome == .wrong ? "wrong" : "order")") }
-                if gitOutcome == .wrong || gitOutcome == .cleanUndefined { labels.append("git-\(gitOutcome == .wrong ? "wrong" : "order")") }
-                for label in labels where examplesWritten[label, default: 0] < 5 {
+                if ourOutcome == .wrong { labels.append(gitOutcome == .wrong ? "both-wrong" : "ours-wrong") }
+                if gitOutcome == .wrong && ourOutcome != .wrong { labels.append("git-wrong") }
+                if gitOutcome == .right && ourOutcome != .right { labels.append("git-only-right") }
+                if ourOutcome == .cleanUndefined || gitOutcome == .cleanUndefined { labels.append("order") }
+                for label in labels where examplesWritten[label, default: 0] < (label == "order" ? 3 : 12) {
                     examplesWritten[label, default: 0] += 1
                     let folder = "\(directory)/\(label)-\(examplesWritten[label]!)-\(name)"
                     try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -561,8 +609,21 @@ for name in traces {
                     if let expected { write(expected, to: folder + "/expected") }
                     if let ourMerged { write(ourMerged, to: folder + "/ours") }
                     if let gitMerged { write(gitMerged, to: folder + "/git") }
-                    write(Array("\(name) t=\(sampled[point].t) k=\(sampled[point].k) variant=\(candidate.variant) category=\(category.name)\n".utf8),
-                          to: folder + "/info")
+                    var info = "\(name) t=\(sampled[point].t) k=\(sampled[point].k) variant=\(candidate.variant) category=\(category.name) ours=\(ourOutcome.name) git=\(gitOutcome.name)\n"
+                    if let expected, !candidate.large {
+                        for context in [0, 1, 2, 3, 5, 10, 20, 50] {
+                            let small = crop([b, m, th, expected], context: context)
+                            let (o, g, om, gm) = mergeBoth(small[0], small[1], small[2], small[3],
+                                                           conflictExpected: candidate.underlying.conflictExpected)
+                            guard o == ourOutcome && g == gitOutcome else { continue }
+                            for (text, file) in zip(small, ["base", "mine", "theirs", "expected"]) { write(text, to: folder + "/min-" + file) }
+                            if let om { write(om, to: folder + "/min-ours") }
+                            if let gm { write(gm, to: folder + "/min-git") }
+                            info += "cropped to \(context) context lines: \(small[0].count) bytes of base\n"
+                            break
+                        }
+                    }
+                    write(Array(info.utf8), to: folder + "/info")
                 }
             }
             gitmerge_free(&gitResult)
