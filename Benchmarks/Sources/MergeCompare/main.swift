@@ -45,6 +45,7 @@
 //       [--trace NAME]   one trace
 //       [--points N]     points of the trace sampled for candidates (default 20000)
 //       [--examples DIR] write the first wrong or disputed cases of each merge there
+//       [--files BASE MINE THEIRS]  only merge three files both ways and print the results
 
 import BufferWorkloads
 import EditingTraces
@@ -393,6 +394,16 @@ final class Timings {
 }
 
 guard gitmerge_init() > 0 else { fatalError("git_libgit2_init failed") }
+// `--files BASE MINE THEIRS`: both merges on three files, their results printed (for examples).
+if let basePath = options.option("--files") {
+    let paths = [basePath] + options.remaining.prefix(2)
+    let texts = paths.map { [UInt8](FileManager.default.contents(atPath: $0) ?? Data()) }
+    let (_, _, ours, git) = mergeBoth(texts[0], texts[1], texts[2], nil, conflictExpected: false)
+    print("ours: " + (ours.map { String(decoding: $0, as: UTF8.self).debugDescription } ?? "conflict"))
+    print("git_merge_file: " + (git.map { String(decoding: $0, as: UTF8.self).debugDescription } ?? "conflict"))
+    exit(0)
+}
+
 
 // Large cases: generated lines, once.
 var generatedBefore: Scalars = [], generatedAfter: Scalars = []
