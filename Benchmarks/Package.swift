@@ -104,6 +104,15 @@ let package = Package(
             "BufferWorkloads",
             .product(name: "TextBuffer", package: "docsession"),
         ]),
+        // libgit2's git_merge_file (Debian libgit2-dev) behind a small C shim, for MergeCompare.
+        .target(name: "GitMergeFile", linkerSettings: [.linkedLibrary("git2")]),
+        // Issue 16.3: ThreeWayMerge against git_merge_file on merge cases cut from the editing
+        // traces, with known right answers: clean and right, clean and wrong, missed, conflicts.
+        .executableTarget(name: "MergeCompare", dependencies: [
+            "GitMergeFile", "BufferWorkloads",
+            .product(name: "EditingTraces", package: "docsession"),
+            .product(name: "TextBuffer", package: "docsession"),
+        ]),
         // Figure 7: round trips of single-character edits to the built server while it saves a
         // 100 MB document, and with no save running.
         .executableTarget(name: "EditLatency", dependencies: [
