@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
 import FileStore
 import TextBuffer
 
@@ -186,6 +189,10 @@ extension DocumentStore {
                 document.state.formUnion(added)
             }
             if case .changedOnDisk = error, added.isEmpty, watchFiles { checkSoon(handle) }
+            // Refused for want of permission (a chmod, an ACL, `chattr +i`, a read-only remount
+            // the watcher cannot see): the file's attributes are looked at again now, so that
+            // `readOnly` is reported (attributesChanged) after the failure that revealed it.
+            if case .fileSystem(let detail) = error, [EACCES, EPERM, EROFS].contains(detail.errno) { noteAttributes(handle) }
             throw .save(error)
         }
     }

@@ -103,6 +103,25 @@ struct SaveTests {
         #expect(!(try await store.document(handle).hasUnsavedChanges))
     }
 
+    @Test("a save refused for want of permission looks at the file again: attributesChanged with readOnly comes after the failure, also with the watcher off")
+    func refusedSaveReportsReadOnly() async throws {
+        let (store, handle, directory, log) = try await storeWithEvents(Array("text\n".utf8))
+        _ = try await typeAtStart(store, handle, "more ")
+        let path = directory.file("doc.txt")
+        #expect(chmod(path, 0o444) == 0)
+        defer { chmod(path, 0o644) }
+        let error = await thrownError { try await store.save(handle) }
+        guard case .save(.fileSystem(let detail))? = error else { Issue.record("the save gave \(String(describing: error))"); return }
+        #expect(detail.errno == EACCES)
+        let reasons = log.reasons
+        guard let failed = reasons.lastIndex(of: .saveFailed), let noted = reasons.lastIndex(of: .attributesChanged) else {
+            Issue.record("events: \(log.all)"); return
+        }
+        #expect(failed < noted)
+        #expect(log.all[noted].readOnly == true)
+        #expect(try await store.document(handle).hasUnsavedChanges)
+    }
+
     @Test("saves write in the order they were asked for, whichever one's task comes to the lock first")
     func lineKeepsRequestOrder() async throws {
         let (store, handle, directory, _) = try await storeWithEvents(Array("x".utf8))
