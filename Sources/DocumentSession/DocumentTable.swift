@@ -22,7 +22,7 @@ struct DocumentTable {
             self.inode = inode
         }
 
-        init(_ document: Document) {
+        init(_ document: borrowing Document) {
             self.init(device: document.identity.device, inode: document.identity.inode)
         }
     }
@@ -30,9 +30,9 @@ struct DocumentTable {
     subscript(handle: String) -> Document? {
         get { byHandle[handle] }
         _modify {
-            let before = byHandle[handle].map(FileKey.init)
+            let before = key(of: handle)
             // Also when the access ends by a throw.
-            defer { reindex(handle, from: before, to: byHandle[handle].map(FileKey.init)) }
+            defer { reindex(handle, from: before, to: key(of: handle)) }
             yield &byHandle[handle]
         }
     }
@@ -53,8 +53,8 @@ struct DocumentTable {
         _ handle: String, _ body: (inout Document) throws(DocumentError) -> T
     ) throws(DocumentError) -> T {
         guard let index = byHandle.index(forKey: handle) else { throw .unknownDocument(handle) }
-        let before = FileKey(byHandle.values[index])
-        defer { reindex(handle, from: before, to: FileKey(byHandle.values[index])) }
+        let before = key(at: index)
+        defer { reindex(handle, from: before, to: key(at: index)) }
         return try Self.mutate(&byHandle.values[index], body)
     }
 
@@ -62,6 +62,16 @@ struct DocumentTable {
         _ document: inout Document, _ body: (inout Document) throws(DocumentError) -> T
     ) throws(DocumentError) -> T {
         try body(&document)
+    }
+
+    /// The file of the document at `index`, read in place (a copy of the document, even a
+    /// temporary one, would retain and release each of its parts: the edit path's cost).
+    private func key(at index: Dictionary<String, Document>.Index) -> FileKey {
+        FileKey(device: byHandle.values[index].identity.device, inode: byHandle.values[index].identity.inode)
+    }
+
+    private func key(of handle: String) -> FileKey? {
+        byHandle.index(forKey: handle).map { key(at: $0) }
     }
 
     /// The handles of the open documents whose file has this device and inode (usually one; a
