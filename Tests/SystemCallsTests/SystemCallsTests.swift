@@ -260,3 +260,76 @@ private func installInterruptingHandler(_ signal: Int32) {
         }
     }
 }
+
+/// The bytes of the file at `path`, or nil.
+private func contents(_ path: String) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes = [UInt8](repeating: 0, count: 4096)
+    let count = read(fd, &bytes, bytes.count)
+    return count < 0 ? nil : Array(bytes[..<count])
+}
+
+/// Removes the files named and the directory.
+private func remove(_ directory: String, _ names: String...) {
+    for name in names { unlink(directory + "/" + name) }
+    rmdir(directory)
+}
+
+@Suite struct DurableReplacementTests {
+    @Test func replacesAFileAndLeavesNoTemp() throws {
+        let directory = temporaryDirectory()
+        defer { remove(directory, "f") }
+        let old = try Descriptor.open(directory + "/f", .writeOnly, options: .create, permissions: [.ownerReadWrite])
+        try old.unowned.writeAll(Array("old".utf8))
+        try old.close()
+        let staged = try DurableReplacement(in: directory, tempPrefix: ".test-save-", permissions: [.ownerReadWrite, .groupRead])
+        let tempPath = staged.tempPath
+        #expect(tempPath.hasPrefix(directory + "/.test-save-"))
+        try staged.write(Array("new".utf8))
+        let durable = try staged.commit(as: "f")
+        #expect(durable)
+        #expect(contents(directory + "/f") == Array("new".utf8))
+        #expect(access(tempPath, F_OK) != 0)
+        let status = try fileStatus(directory + "/f")
+        #expect(status.st_mode & 0o777 == 0o640)
+    }
+
+    @Test func withoutReplaceAnExistingFileStays() throws {
+        let directory = temporaryDirectory()
+        defer { remove(directory, "f") }
+        try Descriptor.open(directory + "/f", .writeOnly, options: .create, permissions: [.ownerReadWrite]).close()
+        let staged = try DurableReplacement(in: directory, tempPrefix: ".test-save-")
+        let tempPath = staged.tempPath
+        try staged.write(Array("new".utf8))
+        // (Not #expect(throws:): its closure would have to consume the non-copyable value.)
+        var thrown: SystemCallError?
+        do {
+            _ = try staged.commit(as: "f", replace: false)
+        } catch {
+            thrown = error
+        }
+        #expect(thrown == SystemCallError(errno: .fileExists, call: "renameat2", path: directory + "/f"))
+        #expect(contents(directory + "/f") == [])
+        #expect(access(tempPath, F_OK) != 0)
+    }
+
+    @Test func droppedBeforeCommitTheTempGoes() throws {
+        let directory = temporaryDirectory()
+        defer { remove(directory) }
+        var tempPath = ""
+        do {
+            let staged = try DurableReplacement(in: directory, tempPrefix: ".test-save-")
+            tempPath = staged.tempPath
+            #expect(access(tempPath, F_OK) == 0)
+        }
+        #expect(access(tempPath, F_OK) != 0)
+    }
+
+    @Test func aMissingDirectory() {
+        #expect(throws: SystemCallError(errno: .noSuchFileOrDirectory, call: "open", path: "/nonexistent-systemcalls-test")) {
+            _ = try DurableReplacement(in: "/nonexistent-systemcalls-test", tempPrefix: ".x-")
+        }
+    }
+}
