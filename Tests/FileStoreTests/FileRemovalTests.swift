@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import FileStore
@@ -7,13 +8,10 @@ import Testing
     import Glibc
 #endif
 
-/// A fresh directory under /tmp with a unique name, removed with its contents by `body`'s end.
+/// Runs `body` in a fresh temporary directory, removed afterwards.
 private func withDirectory(_ body: (String) throws -> Void) throws {
-    var template = Array("/tmp/docsession-removal-XXXXXX".utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } }
-    let directory = try #require(made)
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    try body(directory)
+    let directory = try TemporaryDirectory(prefix: "docsession-removal")
+    try body(directory.path)
 }
 
 @Suite("FileRemoval and FileTransfer.moveReporting: the file calls a delete and a move of a document make")

@@ -1,6 +1,7 @@
 import Synchronization
 import SystemCalls
 import SystemPackage
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -14,14 +15,6 @@ private func isOpen(_ raw: Int32) -> Bool {
     return false
 }
 
-/// A fresh directory under /tmp (a unique name: other suites on this machine use fixed ones).
-private func temporaryDirectory() -> String {
-    var template = Array("/tmp/systemcalls-test-XXXXXX".utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-    precondition(made != nil, "mkdtemp failed: errno \(errno)")
-    return String(cString: template)
-}
-
 /// A value shared with another thread's closure (which cannot capture an `Atomic` or a `Mutex`).
 private final class Cell<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
@@ -29,15 +22,6 @@ private final class Cell<Value: Sendable>: Sendable {
     var value: Value { mutex.withLock { $0 } }
     func set(_ value: Value) { mutex.withLock { $0 = value } }
     func add(_ amount: Int) where Value == Int { mutex.withLock { $0 += amount } }
-}
-
-/// Polls `condition` every millisecond for up to five seconds.
-private func waitUntil(_ condition: () -> Bool) -> Bool {
-    for _ in 0..<5000 {
-        if condition() { return true }
-        usleep(1000)
-    }
-    return condition()
 }
 
 /// The text of a /proc file of the calling thread (`/proc/thread-self/<name>`), without its newline.
@@ -119,9 +103,8 @@ private func threadProcFile(_ name: String) -> String {
     }
 
     @Test func openRelativeToADirectory() throws {
-        let directory = temporaryDirectory()
-        defer { rmdir(directory) }
-        let base = try Descriptor.open(directory, .readOnly, options: .directory)
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        let base = try Descriptor.open(directory.path, .readOnly, options: .directory)
         let file = try Descriptor.open("f", .writeOnly, options: [.create, .exclusiveCreate],
                                        permissions: [.ownerReadWrite], relativeTo: base.unowned)
         try file.sync(path: "f")
@@ -169,9 +152,9 @@ private func installInterruptingHandler(_ signal: Int32) {
             }
             result.set(count ?? -1)
         }
-        let running = waitUntil { thread.value != 0 }
+        let running = waitUntilSync { thread.value != 0 }
         #expect(running)
-        let interrupted = waitUntil {
+        let interrupted = waitUntilSync {
             pthread_kill(pthread_t(thread.value), SIGUSR2)
             usleep(2000)
             return interruptions.value > 0
@@ -215,7 +198,7 @@ private func installInterruptingHandler(_ signal: Int32) {
     @Test func detachedThreadRuns() throws {
         let ran = Cell(false)
         try startThread(name: "sc-detached") { ran.set(true) }
-        let done = waitUntil { ran.value }
+        let done = waitUntilSync { ran.value }
         #expect(done)
     }
 
@@ -223,7 +206,7 @@ private func installInterruptingHandler(_ signal: Int32) {
         let inside = Cell(false)
         let box = Cell<JoinableThread?>(nil)
         let thread = try startJoinableThread(name: "sc-current") {
-            _ = waitUntil { box.value != nil }
+            _ = waitUntilSync { box.value != nil }
             inside.set(box.value!.isCurrent)
         }
         box.set(thread)
@@ -235,20 +218,18 @@ private func installInterruptingHandler(_ signal: Int32) {
 
 @Suite struct DirectoryFlushTests {
     @Test func flushesADirectory() throws {
-        let directory = temporaryDirectory()
-        defer { rmdir(directory) }
-        try flushDirectory(at: directory)
-        let opened = try Descriptor.open(directory, .readOnly, options: .directory)
-        try flushDirectory(opened, path: directory)
-        let parent = try Descriptor.open("/tmp", .readOnly, options: .directory)
-        try flushDirectory(at: String(directory.dropFirst("/tmp/".count)), relativeTo: parent.unowned)
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        try flushDirectory(at: directory.path)
+        let opened = try Descriptor.open(directory.path, .readOnly, options: .directory)
+        try flushDirectory(opened, path: directory.path)
+        let slash = directory.path.lastIndex(of: "/")!
+        let parent = try Descriptor.open(String(directory.path[..<slash]), .readOnly, options: .directory)
+        try flushDirectory(at: String(directory.path[directory.path.index(after: slash)...]), relativeTo: parent.unowned)
     }
 
     @Test func aFileIsNotADirectory() throws {
-        let directory = temporaryDirectory()
-        let file = directory + "/file"
-        defer { unlink(file); rmdir(directory) }
-        try Descriptor.open(file, .writeOnly, options: .create, permissions: [.ownerReadWrite]).close()
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        let file = try directory.write("file", [])
         #expect(throws: SystemCallError(errno: .notDirectory, call: "open", path: file)) {
             try flushDirectory(at: file)
         }
@@ -261,46 +242,26 @@ private func installInterruptingHandler(_ signal: Int32) {
     }
 }
 
-/// The bytes of the file at `path`, or nil.
-private func contents(_ path: String) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes = [UInt8](repeating: 0, count: 4096)
-    let count = read(fd, &bytes, bytes.count)
-    return count < 0 ? nil : Array(bytes[..<count])
-}
-
-/// Removes the files named and the directory.
-private func remove(_ directory: String, _ names: String...) {
-    for name in names { unlink(directory + "/" + name) }
-    rmdir(directory)
-}
-
 @Suite struct DurableReplacementTests {
     @Test func replacesAFileAndLeavesNoTemp() throws {
-        let directory = temporaryDirectory()
-        defer { remove(directory, "f") }
-        let old = try Descriptor.open(directory + "/f", .writeOnly, options: .create, permissions: [.ownerReadWrite])
-        try old.unowned.writeAll(Array("old".utf8))
-        try old.close()
-        let staged = try DurableReplacement(in: directory, tempPrefix: ".test-save-", permissions: [.ownerReadWrite, .groupRead])
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        try directory.write("f", "old")
+        let staged = try DurableReplacement(in: directory.path, tempPrefix: ".test-save-", permissions: [.ownerReadWrite, .groupRead])
         let tempPath = staged.tempPath
-        #expect(tempPath.hasPrefix(directory + "/.test-save-"))
+        #expect(tempPath.hasPrefix(directory.path + "/.test-save-"))
         try staged.write(Array("new".utf8))
         let durable = try staged.commit(as: "f")
         #expect(durable)
-        #expect(contents(directory + "/f") == Array("new".utf8))
+        #expect(try directory.contents("f") == Array("new".utf8))
         #expect(access(tempPath, F_OK) != 0)
-        let status = try fileStatus(directory + "/f")
+        let status = try fileStatus(directory.file("f"))
         #expect(status.st_mode & 0o777 == 0o640)
     }
 
     @Test func withoutReplaceAnExistingFileStays() throws {
-        let directory = temporaryDirectory()
-        defer { remove(directory, "f") }
-        try Descriptor.open(directory + "/f", .writeOnly, options: .create, permissions: [.ownerReadWrite]).close()
-        let staged = try DurableReplacement(in: directory, tempPrefix: ".test-save-")
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        try directory.write("f", [])
+        let staged = try DurableReplacement(in: directory.path, tempPrefix: ".test-save-")
         let tempPath = staged.tempPath
         try staged.write(Array("new".utf8))
         // (Not #expect(throws:): its closure would have to consume the non-copyable value.)
@@ -310,17 +271,16 @@ private func remove(_ directory: String, _ names: String...) {
         } catch {
             thrown = error
         }
-        #expect(thrown == SystemCallError(errno: .fileExists, call: "renameat2", path: directory + "/f"))
-        #expect(contents(directory + "/f") == [])
+        #expect(thrown == SystemCallError(errno: .fileExists, call: "renameat2", path: directory.file("f")))
+        #expect(try directory.contents("f") == [])
         #expect(access(tempPath, F_OK) != 0)
     }
 
     @Test func droppedBeforeCommitTheTempGoes() throws {
-        let directory = temporaryDirectory()
-        defer { remove(directory) }
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
         var tempPath = ""
         do {
-            let staged = try DurableReplacement(in: directory, tempPrefix: ".test-save-")
+            let staged = try DurableReplacement(in: directory.path, tempPrefix: ".test-save-")
             tempPath = staged.tempPath
             #expect(access(tempPath, F_OK) == 0)
         }
