@@ -19,11 +19,13 @@ let package = Package(
         .library(name: "FileStore", targets: ["FileStore"]),
         .library(name: "DocumentSession", targets: ["DocumentSession"]),
         .library(name: "Execution", targets: ["Execution"]),
+        .library(name: "SystemCalls", targets: ["SystemCalls"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/apple/swift-collections", exact: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-system", exact: "1.8.1"),
     ],
     targets: [
         // json-c, Debian's libjson-c-dev: the only JSON implementation in the project.
@@ -40,7 +42,14 @@ let package = Package(
         ),
         // One thread that runs jobs and, between them, polls descriptors: the executor the whole
         // request path runs on (the connection's dispatcher and the document store's actor).
-        .target(name: "Execution", dependencies: ["CFileSystem"]),
+        .target(name: "Execution", dependencies: ["SystemCalls", "CFileSystem"]),
+        // The system-call layer beneath FileStore, Execution, JSONRPC and the executable (issue
+        // 16.1): owned descriptors closed exactly once, errors naming errno, call and path, EINTR
+        // retried, the one thread starter and the one directory flush; on swift-system.
+        .target(name: "SystemCalls", dependencies: [
+            "CFileSystem",
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
         // JSONValue parsed and serialised through json-c, hardened; the only module touching json-c.
         .target(name: "JSON", dependencies: ["CJSONC"]),
         // Framing, the JSON-RPC 2.0 message model, batches, the serial writer, cancellation.
@@ -53,7 +62,7 @@ let package = Package(
         // file operations (docs/Modules.md).
         .target(
             name: "FileStore",
-            dependencies: ["CFileSystem", "CTextScan", "CXXHash"],
+            dependencies: ["SystemCalls", "CFileSystem", "CTextScan", "CXXHash"],
             // Optimised in debug builds too, as TextBuffer: validating, counting and hashing 100 MB
             // byte loops run 30 times slower unoptimised, which made the large-file tests crawl.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
@@ -101,6 +110,7 @@ let package = Package(
         // condition with a deadline (a library, not a test target: the others import it).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "ExecutionTests", dependencies: ["TestSupport", "Execution"]),
+        .testTarget(name: "SystemCallsTests", dependencies: ["TestSupport", "SystemCalls"]),
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"]),
         .testTarget(name: "FileStoreTests", dependencies: ["TestSupport", "FileStore", "CTextScan"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),

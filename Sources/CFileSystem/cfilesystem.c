@@ -41,6 +41,10 @@ void cfs_set_thread_name(const char *name) {
     pthread_setname_np(pthread_self(), copy);
 }
 
+#include <string.h>
+
+const char *cfs_errno_name(int number) { return strerrorname_np(number); }
+
 #include <sys/eventfd.h>
 
 int cfs_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }

@@ -105,7 +105,14 @@ extension DocumentStore {
         // Not watched from here on: the presenter must not report our own deletion.
         if let handle { stopPresenting(handle) }
         let entry = file.entry, path = file.path
-        let outcome = await runOnOwnThread { () -> FileSystemError? in Self.unlinkRegularFile(entry, reportedAs: path) }
+        let outcome = await runOnOwnThread { () -> FileSystemError? in
+            do throws(FileSystemError) {
+                try FileRemoval.unlinkRegularFile(entry, reportedAs: path)
+                return nil
+            } catch {
+                return error
+            }
+        }
         if let error = outcome {
             if let handle, documents[handle] != nil { startPresenting(handle) }
             giveBackEditing(.fileSystem(error))
@@ -113,28 +120,6 @@ extension DocumentStore {
         }
         if let handle { remove(handle) }
         return handle
-    }
-
-    /// Unlinks the regular file at `entry` and flushes its directory; the error, reported for
-    /// `path`, if that fails. Blocks.
-    static func unlinkRegularFile(_ entry: String, reportedAs path: String) -> FileSystemError? {
-        var status = stat()
-        guard lstat(entry, &status) == 0 else { return FileSystemError(errno: errno, syscall: "lstat", path: path) }
-        guard status.st_mode & S_IFMT == S_IFREG else {
-            return FileSystemError(errno: EINVAL, syscall: "lstat", path: path, reason: "not a regular file; only regular files are deleted")
-        }
-        guard unlink(entry) == 0 else { return FileSystemError(errno: errno, syscall: "unlink", path: path) }
-        syncDirectory(of: entry)
-        return nil
-    }
-
-    /// Flushes the entries of the directory holding `path`; best effort.
-    static func syncDirectory(of path: String) {
-        let directory = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let fd = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        Glibc.close(fd)
     }
 
     // MARK: - Moving
@@ -173,13 +158,9 @@ extension DocumentStore {
         }
         let (from, to) = (source.entry, destination.entry)
         let outcome = await runOnOwnThread { () -> Result<(before: FileIdentity?, after: FileIdentity, moved: Bool), FileSystemError> in
-            var status = stat()
-            let before: FileIdentity? = lstat(from, &status) == 0 ? FileIdentity(status) : nil
             do throws(FileSystemError) {
-                let after = try FileTransfer.move(from: from, to: to, replace: replace)
-                // Source and destination the same file: nothing happened, both names stay.
-                let moved = lstat(from, &status) != 0
-                return .success((before, after, moved))
+                // Source and destination the same file: nothing happened, both names stay (moved false).
+                return .success(try FileTransfer.moveReporting(from: from, to: to, replace: replace))
             } catch {
                 return .failure(error)
             }

@@ -1,4 +1,5 @@
 import CFileSystem
+import SystemCalls
 import Synchronization
 
 #if canImport(Glibc)
@@ -51,10 +52,13 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     public init(name: String) {
         wakeDescriptor = cfs_eventfd_nonblocking()
         precondition(wakeDescriptor >= 0, "eventfd failed: errno \(errno)")
-        startLoopThread { [self] in
-            thread.store(UInt(pthread_self()), ordering: .releasing)
-            cfs_set_thread_name(name)
-            run()
+        do {
+            try startThread(name: name) { [self] in
+                thread.store(UInt(pthread_self()), ordering: .releasing)
+                run()
+            }
+        } catch {
+            preconditionFailure("the loop's thread could not be started: \(error)")
         }
     }
 
@@ -187,23 +191,4 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
             batch.removeAll(keepingCapacity: true)
         }
     }
-}
-
-/// Runs `body` on a new detached thread.
-private func startLoopThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    var thread = pthread_t()
-    let result = pthread_create(
-        &thread, nil,
-        { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, box)
-    precondition(result == 0, "pthread_create failed with \(result)")
-    pthread_detach(thread)
 }

@@ -1,4 +1,4 @@
-import CFileSystem
+import SystemCalls
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -64,20 +64,24 @@ final class BlockingThreadPool: @unchecked Sendable {
         let start = idle < jobs.count
         if !start { pthread_cond_signal(condition) }
         pthread_mutex_unlock(mutex)
-        if start { startBlockingThread { self.serve() } }
+        if start { startPoolThread() }
+    }
+
+    /// Starts a thread for the pool, named for what it is (a new thread takes its creator's name
+    /// otherwise: often the cooperative pool's), so that `top -H` and `perf sched` tell the pools
+    /// apart, at the pool's nice value or idle priority. Without a thread to be had (a resource
+    /// limit), the work is done here rather than failed.
+    private func startPoolThread() {
+        let name = isIdlePriority ? "ds-idle" : niceness == 0 ? "ds-pool" : "ds-pool-nice\(niceness)"
+        do {
+            try startThread(name: name, niceness: niceness, idle: isIdlePriority) { self.serve() }
+        } catch {
+            serve()
+        }
     }
 
     /// A pooled thread's life: take jobs until none comes for `idleSeconds`.
     private func serve() {
-        // Named for what it is (a new thread takes its creator's name otherwise: often the
-        // cooperative pool's), so that `top -H` and `perf sched` tell the pools apart.
-        cfs_set_thread_name(isIdlePriority ? "ds-idle" : niceness == 0 ? "ds-pool" : "ds-pool-nice\(niceness)")
-        if niceness != 0 { _ = cfs_set_thread_nice(niceness) }
-        if isIdlePriority {
-            var parameters = sched_param()
-            // SCHED_IDLE is 5 (linux/sched.h); Glibc's module declares it only under _GNU_SOURCE.
-            _ = pthread_setschedparam(pthread_self(), 5, &parameters)
-        }
         pthread_mutex_lock(mutex)
         while true {
             if jobs.isEmpty {
@@ -155,30 +159,9 @@ func closeInBackground(_ descriptor: Int32) {
     BlockingThreadPool.pool(niceness: 10).run { _ = close(descriptor) }
 }
 
-/// The work a new thread runs, handed over through pthread_create's argument.
-private final class ThreadWork {
-    let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
-}
-
-private func startBlockingThread(_ run: @escaping () -> Void) {
-    let work = Unmanaged.passRetained(ThreadWork(run)).toOpaque()
-    var thread = pthread_t()
-    let started = pthread_create(&thread, nil, { raw in
-        Unmanaged<ThreadWork>.fromOpaque(raw!).takeRetainedValue().run()
-        return nil
-    }, work)
-    if started == 0 {
-        pthread_detach(thread)
-    } else {
-        // No thread to be had (a resource limit): do the work here rather than fail it.
-        Unmanaged<ThreadWork>.fromOpaque(work).takeRetainedValue().run()
-    }
-}
-
 /// The result of a joinable thread's work.
 private final class ResultBox<Result>: @unchecked Sendable {
-    /// Written by the thread before it ends, read after `pthread_join`: never at the same time.
+    /// Written by the thread before it ends, read after it was joined: never at the same time.
     var value: Result?
 }
 
@@ -187,18 +170,14 @@ private final class ResultBox<Result>: @unchecked Sendable {
 /// (a resource limit), `other` runs after `body`, on the calling thread.
 func runConcurrently<A, B: Sendable>(_ body: () -> A, alongside other: @escaping @Sendable () -> B) -> (A, B) {
     let box = ResultBox<B>()
-    let work = Unmanaged.passRetained(ThreadWork { box.value = other() }).toOpaque()
-    var thread = pthread_t()
-    let started = pthread_create(&thread, nil, { raw in
-        Unmanaged<ThreadWork>.fromOpaque(raw!).takeRetainedValue().run()
-        return nil
-    }, work)
-    guard started == 0 else {
-        Unmanaged<ThreadWork>.fromOpaque(work).release()
+    let thread: JoinableThread
+    do {
+        thread = try startJoinableThread(name: "ds-load-part") { box.value = other() }
+    } catch {
         let first = body()
         return (first, other())
     }
     let first = body()
-    pthread_join(thread, nil)
+    thread.join()
     return (first, box.value!)
 }

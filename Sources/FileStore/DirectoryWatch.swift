@@ -1,5 +1,6 @@
 import CFileSystem
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -127,19 +128,13 @@ public final class DirectoryWatch: Sendable {
 
 private struct SharedState: WatcherThreadState, ~Copyable {
     var stopped = false
-    var thread: pthread_t?
+    var thread: JoinableThread?
     /// Set when `stop` was called on the watch's own thread: the thread closes the descriptors.
     var closeOnExit = false
     var overflowRequested = false
     /// The known set, as reported (the thread keeps its own copy and applies each batch here).
     var known: [String: DirectoryEntry] = [:]
     var watchedDirectories = 0
-}
-
-/// The work a new thread runs, handed over through pthread_create's argument.
-private final class DirectoryWatchThreadWork {
-    let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
 }
 
 final class DirectoryWatchCore: @unchecked Sendable {
@@ -241,17 +236,13 @@ final class DirectoryWatchCore: @unchecked Sendable {
             state.watchedDirectories = directories
         }
 
-        let work = Unmanaged.passRetained(DirectoryWatchThreadWork { [self] in run() }).toOpaque()
-        var thread = pthread_t()
-        let started = pthread_create(&thread, nil, { raw in
-            Unmanaged<DirectoryWatchThreadWork>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, work)
-        guard started == 0 else {
-            Unmanaged<DirectoryWatchThreadWork>.fromOpaque(work).release()
+        let thread: JoinableThread
+        do {
+            thread = try startJoinableThread(name: "ds-query-watch") { [self] in run() }
+        } catch {
             close(descriptor)
             close(wakeDescriptor)
-            throw FileSystemError(errno: started, syscall: "pthread_create", path: root)
+            throw FileSystemError(error, path: root)
         }
         shared.withLock { $0.thread = thread }
     }

@@ -1,3 +1,5 @@
+import SystemCalls
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -33,11 +35,7 @@ public enum FileCreation {
         guard close(fd) == 0 else { throw fail("close", errno) }
         // Make the new directory entry durable too; a failure here leaves a whole file in place.
         let directory = parentDirectory(of: path)
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            _ = fsync(directoryFD)
-            close(directoryFD)
-        }
+        try? flushDirectory(at: directory)
         return FileIdentity(status)
     }
 

@@ -1,3 +1,5 @@
+import SystemCalls
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -29,6 +31,12 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
         let reason = String(cString: strerror(number))
         message = "\(syscall) failed for \(path): \(reason) (\(code))" + (extra.map { ": \($0)" } ?? "")
         (recoverable, suggestions) = Self.advice(number)
+    }
+
+    /// The error for a failed call of the system-call layer, reported for `path` (the layer's own
+    /// path, or none, when nil).
+    public init(_ error: SystemCallError, path: String? = nil, reason extra: String? = nil) {
+        self.init(errno: error.errno.rawValue, syscall: error.call, path: path ?? error.path ?? "", reason: extra)
     }
 
     public var description: String { message }

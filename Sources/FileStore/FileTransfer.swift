@@ -1,4 +1,5 @@
 import CFileSystem
+import SystemCalls
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -40,6 +41,19 @@ public enum FileTransfer {
     ///   source cannot be unlinked after the copy replaced an existing destination, the copy is
     ///   removed again and the replaced file is gone; the source's directory is checked for write
     ///   permission before anything is copied, which makes that rare.)
+    /// ``move(from:to:replace:)``, and what a document following its file needs to know: the
+    /// source's identity before the move (nil if it could not be read; the move's own error then
+    /// says why), the file's identity after it, and whether it moved at all (false when source and
+    /// destination were the same file: the source's name is still there).
+    public static func moveReporting(
+        from source: String, to destination: String, replace: Bool
+    ) throws(FileSystemError) -> (before: FileIdentity?, after: FileIdentity, moved: Bool) {
+        let before = (try? fileStatus(source, followingSymlinks: false)).map(FileIdentity.init)
+        let after = try move(from: source, to: destination, replace: replace)
+        let moved = (try? fileStatus(source, followingSymlinks: false)) == nil
+        return (before, after, moved)
+    }
+
     @discardableResult
     public static func move(from source: String, to destination: String, replace: Bool) throws(FileSystemError) -> FileIdentity {
         try move(from: source, to: destination, replace: replace, beforePlacing: {})
@@ -68,8 +82,9 @@ public enum FileTransfer {
             return try moveAcrossFileSystems(
                 from: source, to: destination, replace: replace, expected: sourceStatus, beforePlacing: beforePlacing)
         }
-        syncDirectory(destinationDirectory)
-        if sourceDirectory != destinationDirectory { syncDirectory(sourceDirectory) }
+        // Best effort: the move is made either way.
+        try? flushDirectory(at: destinationDirectory)
+        if sourceDirectory != destinationDirectory { try? flushDirectory(at: sourceDirectory) }
         guard lstat(destination, &found) == 0 else { throw FileSystemError(errno: errno, syscall: "lstat", path: destination) }
         return FileIdentity(found)
     }
@@ -124,7 +139,7 @@ public enum FileTransfer {
             throw FileSystemError(errno: number, syscall: "unlink", path: source,
                 reason: "the file was copied to \(destination) but could not be removed here, so the copy was removed again; nothing was moved")
         }
-        syncDirectory(sourceDirectory)
+        try? flushDirectory(at: sourceDirectory)  // best effort
         return identity
     }
 
@@ -298,14 +313,6 @@ public enum FileTransfer {
         guard renameat(fromDirectory, from, toDirectory, to) == 0 else {
             throw FileSystemError(errno: errno, syscall: "renameat", path: destinationPath)
         }
-    }
-
-    /// Flushes a directory's entries; best effort (the change is made either way).
-    static func syncDirectory(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        close(fd)
     }
 }
 

@@ -1,5 +1,6 @@
 import CFileSystem
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -187,7 +188,7 @@ protocol WatcherThreadState: ~Copyable {
     /// `stop()` has begun.
     var stopped: Bool { get set }
     /// The thread, until `stop()` takes it.
-    var thread: pthread_t? { get set }
+    var thread: JoinableThread? { get set }
     /// `stop()` ran on the thread itself (from the handler): the thread closes the descriptors
     /// when it returns.
     var closeOnExit: Bool { get set }
@@ -203,7 +204,7 @@ func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowin
         state.stopped = true
         guard let thread = state.thread else { return .none }
         state.thread = nil
-        if pthread_equal(thread, pthread_self()) != 0 {
+        if thread.isCurrent {
             state.closeOnExit = true
             return .detach(thread)
         }
@@ -213,19 +214,19 @@ func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowin
     case .none:
         return false
     case .detach(let thread):
-        pthread_detach(thread)
+        thread.detach()
         return false
     case .join(let thread):
         var one: UInt64 = 1
         _ = write(wake, &one, 8)
-        pthread_join(thread, nil)
+        thread.join()
         close(inotify)
         close(wake)
         return true
     }
 }
 
-private enum WatcherStopAction { case none, join(pthread_t), detach(pthread_t) }
+private enum WatcherStopAction { case none, join(JoinableThread), detach(JoinableThread) }
 
 /// What a watcher's thread waits on and reads: its inotify descriptor (with the one read buffer) and
 /// its wake-up eventfd, with a deadline (the end of the earliest debounce window). Shared by
@@ -335,7 +336,7 @@ private struct Registry: WatcherThreadState, ~Copyable {
     var directories: [Int32: Directory] = [:]
     var registrations: [UInt64: Registration] = [:]
     var stopped = false
-    var thread: pthread_t?
+    var thread: JoinableThread?
     /// Set when `stop` was called on the watcher's own thread: the thread closes the descriptors.
     var closeOnExit = false
 
@@ -344,12 +345,6 @@ private struct Registry: WatcherThreadState, ~Copyable {
         guard let ids = directories[descriptor]?.names[name] else { return [] }
         return ids.compactMap { id in registrations[id].map { (id, $0.path) } }
     }
-}
-
-/// The work a new thread runs, handed over through pthread_create's argument.
-private final class WatcherThreadWork {
-    let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
 }
 
 final class WatcherCore: @unchecked Sendable {
@@ -377,17 +372,13 @@ final class WatcherCore: @unchecked Sendable {
         }
         inotify = descriptor
         wake = wakeDescriptor
-        let work = Unmanaged.passRetained(WatcherThreadWork { [self] in run() }).toOpaque()
-        var thread = pthread_t()
-        let started = pthread_create(&thread, nil, { raw in
-            Unmanaged<WatcherThreadWork>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, work)
-        guard started == 0 else {
-            Unmanaged<WatcherThreadWork>.fromOpaque(work).release()
+        let thread: JoinableThread
+        do {
+            thread = try startJoinableThread(name: "ds-file-watcher") { [self] in run() }
+        } catch {
             close(descriptor)
             close(wakeDescriptor)
-            throw FileSystemError(errno: started, syscall: "pthread_create", path: "")
+            throw FileSystemError(error, path: "")
         }
         registry.withLock { $0.thread = thread }
     }

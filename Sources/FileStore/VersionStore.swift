@@ -1,5 +1,7 @@
 import CFileSystem
 import Synchronization
+import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -584,10 +586,7 @@ public final class VersionStore: Sendable {
     /// Flushes the directory `name` (relative to `top`) so a rename in it survives a power loss.
     /// Best effort: the version is there either way.
     private func flushDirectory(_ top: Int32, _ name: String) {
-        let fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        close(fd)
+        try? SystemCalls.flushDirectory(at: name, relativeTo: FileDescriptor(rawValue: top))
     }
 
     /// Removes the temp files and temp slots older than a minute: leftovers of a process killed

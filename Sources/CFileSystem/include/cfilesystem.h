@@ -26,6 +26,10 @@ int cfs_set_thread_nice(int nice);
 /// Names the calling thread (its first 15 bytes), as `top -H` and `perf` show it.
 void cfs_set_thread_name(const char *name);
 
+/// The symbolic name of an errno value ("ENOENT"), or NULL for a number glibc does not know
+/// (strerrorname_np, glibc 2.32; Glibc's module declares it only under _GNU_SOURCE).
+const char *cfs_errno_name(int number);
+
 /// eventfd(2) with EFD_CLOEXEC | EFD_NONBLOCK and a zero count (Glibc's module does not declare
 /// <sys/eventfd.h>): the file watcher's wake-up descriptor. Returns -1 and sets errno on failure.
 int cfs_eventfd_nonblocking(void);
