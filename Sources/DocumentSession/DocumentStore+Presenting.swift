@@ -527,6 +527,14 @@ extension DocumentStore {
         versionWrites?.keep(text, of: path, kind: kind)
     }
 
+    /// Waits (up to `limit`) for the versions still queued to be written (``VersionWriteQueue``);
+    /// answers how many writes were left when the time was up (0: all written).
+    public func finishVersionWrites(within limit: Duration = .seconds(10)) async -> Int {
+        guard let versionWrites else { return 0 }
+        if await versionWrites.finish(within: limit) { return 0 }
+        return versionWrites.pending + (versionWrites.running ? 1 : 0)
+    }
+
     /// Whether earlier versions are kept.
     public var keepsVersions: Bool { versions != nil }
 

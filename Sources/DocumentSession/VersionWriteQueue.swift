@@ -53,6 +53,18 @@ final class VersionWriteQueue: Sendable {
         enqueue(key: nil, work)
     }
 
+    /// Waits until every write queued so far is done, or `limit` has passed (by the clock); answers
+    /// whether the queue is empty. For `shutdown`: the versions of the last saves are written
+    /// before the process exits rather than dropped.
+    func finish(within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            if state.withLock({ $0.items.isEmpty && !$0.running }) { return true }
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
     /// Writes waiting to start (test-visible).
     var pending: Int { state.withLock { $0.items.count } }
 

@@ -48,6 +48,23 @@ struct VersionWriteQueueTests {
         #expect(try texts(store, "/docs/b.txt") == ["b50\n"])
     }
 
+    @Test("finish waits for every queued write (shutdown's drain), and says when its time is up first")
+    func finishDrains() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try VersionStore(directory: directory.file("versions"))
+        let queue = VersionWriteQueue(store: store)
+        let gate = Gate()
+        queue.run { _ in gate.wait() }
+        for n in 1...5 { queue.keep(TextBuffer("f\(n)\n"), of: "/docs/f\(n).txt", kind: .saved) }
+        // Held behind the gate: the time is up, and the writes are still there.
+        #expect(await queue.finish(within: .milliseconds(50)) == false)
+        #expect(queue.pending == 5)
+        gate.open()
+        #expect(await queue.finish(within: .seconds(60)))
+        #expect(queue.pending == 0 && !queue.running)
+        for n in 1...5 { #expect(try texts(store, "/docs/f\(n).txt") == ["f\(n)\n"]) }
+    }
+
     @Test("nothing before a move gives way to what comes after it: each version is kept under its path of the time")
     func movesAreBarriers() async throws {
         let directory = try TemporaryDirectory()
