@@ -237,30 +237,34 @@ extension Server {
     /// A delete or move acts on regular files only: a directory, a special file or a symbolic link
     /// (the link itself, named by the request) is -32016.
     private static func requireRegularFile(_ source: SourceFile) throws(ResponseError) {
-        var status = stat()
-        if lstat(source.given, &status) == 0, status.st_mode & S_IFMT == S_IFLNK {
+        if (try? FileKind.of(source.given, followingLinks: false)) == .symbolicLink {
             throw notRegularFile(source.given, kind: "symbolic link")
         }
-        guard lstat(source.request.entryPath, &status) == 0 else {
-            throw fileSystemError(FileSystemError(errno: errno, syscall: "lstat", path: source.request.path))
+        let kind: FileKind
+        do throws(FileSystemError) {
+            kind = try FileKind.of(source.request.entryPath, followingLinks: false, reportedAs: source.request.path)
+        } catch {
+            throw fileSystemError(error)
         }
-        try requireRegular(status, path: source.request.path)
+        try requireRegular(kind, path: source.request.path)
     }
 
     /// A copy's source (symbolic links followed) must be a regular file.
     private static func requireCopySource(_ source: RequestPath, field: String) throws(ResponseError) {
-        var status = stat()
-        guard stat(source.operationPath, &status) == 0 else {
-            throw fileSystemError(FileSystemError(errno: errno, syscall: "stat", path: source.path))
+        let kind: FileKind
+        do throws(FileSystemError) {
+            kind = try FileKind.of(source.operationPath, followingLinks: true, reportedAs: source.path)
+        } catch {
+            throw fileSystemError(error)
         }
-        try requireRegular(status, path: source.path)
+        try requireRegular(kind, path: source.path)
     }
 
-    private static func requireRegular(_ status: stat, path: String) throws(ResponseError) {
-        switch status.st_mode & S_IFMT {
-        case S_IFREG: return
-        case S_IFDIR: throw notRegularFile(path, kind: "directory")
-        default: throw notRegularFile(path, kind: "special file")
+    private static func requireRegular(_ kind: FileKind, path: String) throws(ResponseError) {
+        switch kind {
+        case .regular: return
+        case .directory: throw notRegularFile(path, kind: "directory")
+        case .symbolicLink, .special: throw notRegularFile(path, kind: "special file")
         }
     }
 }
