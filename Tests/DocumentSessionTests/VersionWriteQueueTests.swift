@@ -16,11 +16,16 @@ struct VersionWriteQueueTests {
     }
 
     func waitUntilIdle(_ queue: VersionWriteQueue) async throws {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while queue.pending > 0 || queue.running {
-            guard ContinuousClock.now < deadline else { throw TestFailure("the queue did not drain") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        guard await queue.finish(within: defaultDeadline) else { throw TestFailure("the queue did not drain") }
+    }
+
+    /// A version store in `directory` and a queue over it, held behind a gate until it opens.
+    func heldQueue(in directory: TemporaryDirectory) throws -> (VersionStore, VersionWriteQueue, Gate) {
+        let store = try VersionStore(directory: directory.file("versions"))
+        let queue = VersionWriteQueue(store: store)
+        let gate = Gate()
+        queue.run { _ in gate.wait() }
+        return (store, queue, gate)
     }
 
     func texts(_ store: VersionStore, _ path: String) throws -> [String] {
@@ -30,10 +35,7 @@ struct VersionWriteQueueTests {
     @Test("saves faster than their writes: each file keeps its newest version, and the backlog one per file and kind")
     func newestReplacesPending() async throws {
         let directory = try TemporaryDirectory()
-        let store = try VersionStore(directory: directory.file("versions"))
-        let queue = VersionWriteQueue(store: store)
-        let gate = Gate()
-        queue.run { _ in gate.wait() }
+        let (store, queue, gate) = try heldQueue(in: directory)
         for n in 1...50 {
             queue.keep(TextBuffer("a\(n)\n"), of: "/docs/a.txt", kind: .saved)
             queue.keep(TextBuffer("b\(n)\n"), of: "/docs/b.txt", kind: .saved)
@@ -51,10 +53,7 @@ struct VersionWriteQueueTests {
     @Test("finish waits for every queued write (shutdown's drain), and says when its time is up first")
     func finishDrains() async throws {
         let directory = try TemporaryDirectory()
-        let store = try VersionStore(directory: directory.file("versions"))
-        let queue = VersionWriteQueue(store: store)
-        let gate = Gate()
-        queue.run { _ in gate.wait() }
+        let (store, queue, gate) = try heldQueue(in: directory)
         for n in 1...5 { queue.keep(TextBuffer("f\(n)\n"), of: "/docs/f\(n).txt", kind: .saved) }
         // Held behind the gate: the time is up, and the writes are still there.
         #expect(await queue.finish(within: .milliseconds(50)) == false)
@@ -68,10 +67,7 @@ struct VersionWriteQueueTests {
     @Test("nothing before a move gives way to what comes after it: each version is kept under its path of the time")
     func movesAreBarriers() async throws {
         let directory = try TemporaryDirectory()
-        let store = try VersionStore(directory: directory.file("versions"))
-        let queue = VersionWriteQueue(store: store)
-        let gate = Gate()
-        queue.run { _ in gate.wait() }
+        let (store, queue, gate) = try heldQueue(in: directory)
         queue.keep(TextBuffer("one\n"), of: "/docs/a.txt", kind: .saved)
         queue.run { versions in try? versions.moveDocument(from: "/docs/a.txt", to: "/docs/c.txt") }
         queue.keep(TextBuffer("two\n"), of: "/docs/a.txt", kind: .saved)

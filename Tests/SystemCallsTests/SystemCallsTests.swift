@@ -155,8 +155,8 @@ private func installInterruptingHandler(_ signal: Int32) {
         let running = waitUntilSync { thread.value != 0 }
         #expect(running)
         let interrupted = waitUntilSync {
+            // Signalled again at each look (every 2 ms) until a read has been interrupted.
             pthread_kill(pthread_t(thread.value), SIGUSR2)
-            usleep(2000)
             return interruptions.value > 0
         }
         #expect(interrupted, "the read was never interrupted")
