@@ -84,7 +84,8 @@ public final class DirectoryWatch: Sendable {
     /// changes the handler receives are relative to it.
     public let initialEntries: [DirectoryEntry]
 
-    private let core: DirectoryWatchCore
+    /// Internal, not private: the tests read the core's wake descriptor.
+    let core: DirectoryWatchCore
 
     /// Scans `root`, watches it and starts the watch's thread. Throws when the root cannot be
     /// opened or watched, or when the kernel's limit on watches is reached.
@@ -146,7 +147,8 @@ final class DirectoryWatchCore: @unchecked Sendable {
     /// Set in init, before the thread starts; never changed after.
     private(set) var initialEntries: [DirectoryEntry] = []
     private let inotify: Int32
-    private let wake: Int32
+    /// The eventfd that wakes the thread (internal: a test checks it is closed by stop()).
+    let wake: Int32
     private let debounce: Int64
     private let maximumDelay: Int64
     private let handler: @Sendable ([DirectoryChange]) -> Void

@@ -100,16 +100,23 @@ private func settle(_ log: ChangeLog, root: String) async {
     #expect(seen, "the sentinel was not reported")
 }
 
-/// The descriptors in /proc/self/fd pointing at `target`.
-private func descriptors(pointingAt target: String) -> Set<Int32> {
-    let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-    return Set(names.compactMap { name in
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name)) == target
-            ? Int32(name) : nil
-    })
+/// The kernel's id for the eventfd open as `descriptor` (the `eventfd-id:` line of its fdinfo), or
+/// nil when it is not an eventfd. Unlike the descriptor's number, the id is never handed on.
+private func eventfdIdentity(of descriptor: Int32) -> String? {
+    guard let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8) else { return nil }
+    return info.split(separator: "\n").first { $0.hasPrefix("eventfd-id:") }
+        .map { $0.dropFirst("eventfd-id:".count).trimmingCharacters(in: .whitespaces) }
 }
 
-// Serialized: the descriptor test counts inotify descriptors, which every test here makes.
+/// The ids of every eventfd open in this process.
+private func openEventfdIdentities() -> Set<String> {
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return Set(names.compactMap { Int32($0).flatMap(eventfdIdentity(of:)) })
+}
+
+// Serialized: each test starts a watch (a thread and an inotify instance); one at a time keeps this
+// suite's share of the user's inotify instances (fs.inotify.max_user_instances) small while the other
+// suites run theirs.
 @Suite("DirectoryWatch: the live set of files matching a glob", .serialized)
 struct DirectoryWatchTests {
     @Test("initial snapshot, then created, changed (by size) and deleted")
@@ -423,22 +430,20 @@ struct DirectoryWatchTests {
     func stopCleansUp() async throws {
         let root = makeDirectory()
         defer { removeTree(root) }
-        let inotifyBefore = descriptors(pointingAt: "anon_inode:inotify")
-        let eventfdBefore = descriptors(pointingAt: "anon_inode:[eventfd]")
         let log = ChangeLog()
         let watch = try DirectoryWatch(root: root, pattern: GlobPattern("*"), recursive: true,
                                        handler: log.append)
-        let inotifyDuring = descriptors(pointingAt: "anon_inode:inotify")
-        let eventfdDuring = descriptors(pointingAt: "anon_inode:[eventfd]")
-        #expect(inotifyDuring.subtracting(inotifyBefore).count == 1)
-        #expect(eventfdDuring.subtracting(eventfdBefore).count == 1)
+        // Other suites open and close watchers meanwhile, and a closed descriptor's number may be
+        // handed straight to one of theirs: the inotify instance is recognised by what it watches
+        // (this test's own directory), the eventfd by the kernel's id for it.
+        let eventfd = try #require(eventfdIdentity(of: watch.core.wake))
+        #expect(inotifyInstancesWatching(root) == 1)
         writeFile(root + "/x")
         #expect(await log.waitFor(.created(entry(root, "x"))))
         watch.stop()
         watch.stop()
-        // The descriptors the watch held are closed (the other suites may open their own meanwhile).
-        #expect(descriptors(pointingAt: "anon_inode:inotify").isDisjoint(with: inotifyDuring.subtracting(inotifyBefore)))
-        #expect(descriptors(pointingAt: "anon_inode:[eventfd]").isDisjoint(with: eventfdDuring.subtracting(eventfdBefore)))
+        #expect(inotifyInstancesWatching(root) == 0)
+        #expect(!openEventfdIdentities().contains(eventfd))
         let count = log.all.count
         writeFile(root + "/y")
         try? await Task.sleep(for: .milliseconds(200))  // nothing expected: a short grace period
@@ -449,7 +454,6 @@ struct DirectoryWatchTests {
     func stopFromHandler() async throws {
         let root = makeDirectory()
         defer { removeTree(root) }
-        let inotifyBefore = descriptors(pointingAt: "anon_inode:inotify")
         let holder = Mutex<DirectoryWatch?>(nil)
         let calls = Atomic<Int>(0)
         let watch = try DirectoryWatch(root: root, pattern: GlobPattern("*"), recursive: true) { _ in
@@ -457,7 +461,6 @@ struct DirectoryWatchTests {
             holder.withLock { $0?.stop() }
         }
         holder.withLock { $0 = watch }
-        let held = descriptors(pointingAt: "anon_inode:inotify").subtracting(inotifyBefore)
         writeFile(root + "/first")
         let deadline = ContinuousClock.now + .seconds(15)
         while calls.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline {
@@ -466,7 +469,7 @@ struct DirectoryWatchTests {
         #expect(calls.load(ordering: .relaxed) == 1)
         var closed = false
         while !closed && ContinuousClock.now < deadline {
-            closed = descriptors(pointingAt: "anon_inode:inotify").isDisjoint(with: held)
+            closed = inotifyInstancesWatching(root) == 0
             if !closed { try? await Task.sleep(for: .milliseconds(5)) }
         }
         #expect(closed)
