@@ -293,3 +293,57 @@ private func installInterruptingHandler(_ signal: Int32) {
         }
     }
 }
+
+@Suite struct ReadWriteTests {
+    /// A pipe's two raw ends (read, write), each wrapped in a Descriptor by the test at once.
+    private func makePipe() throws -> (reader: Int32, writer: Int32) {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        return (ends[0], ends[1])
+    }
+
+    @Test("writeAll writes past the pipe's buffer and readToEnd reads it all back, in order")
+    func writeAllAndReadToEnd() throws {
+        let ends = try makePipe()
+        let reader = Descriptor(owningRawValue: ends.reader)
+        // Four times the default pipe buffer (64 KiB): the write blocks until the reader drains.
+        let bytes = (0..<(256 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let failure = Cell<String?>(nil)
+        try startThread(name: "test-writer") {
+            let writer = Descriptor(owningRawValue: ends.writer)
+            do throws(SystemCallError) { try writeAll(bytes, to: writer.unowned) } catch { failure.set("\(error)") }
+        }
+        let read = try readToEnd(from: reader.unowned)
+        #expect(failure.value == nil)
+        #expect(read == bytes)
+    }
+
+    @Test("a write to a pipe with no reader is EPIPE, naming write and the path given")
+    func writeToAClosedPipe() throws {
+        let previous = signal(SIGPIPE, SIG_IGN)
+        defer { signal(SIGPIPE, previous) }
+        let ends = try makePipe()
+        try Descriptor(owningRawValue: ends.reader).close()
+        let writer = Descriptor(owningRawValue: ends.writer)
+        #expect(throws: SystemCallError(errno: .brokenPipe, call: "write", path: "the pipe")) {
+            try writeAll([1, 2, 3], to: writer.unowned, path: "the pipe")
+        }
+    }
+
+    @Test("pollDescriptors answers 0 on the timeout and 1 once the pipe is readable")
+    func pollTimesOutThenSeesData() throws {
+        let ends = try makePipe()
+        let reader = Descriptor(owningRawValue: ends.reader)
+        let writer = Descriptor(owningRawValue: ends.writer)
+        var entries = [pollfd(fd: reader.rawValue, events: Int16(POLLIN), revents: 0)]
+        #expect(try pollDescriptors(&entries, timeoutMilliseconds: 0) == 0)
+        try writeAll([42], to: writer.unowned)
+        #expect(try pollDescriptors(&entries, timeoutMilliseconds: -1) == 1)
+        #expect(entries[0].revents & Int16(POLLIN) != 0)
+        var byte: [UInt8] = [0]
+        let count = try byte.withUnsafeMutableBytes { buffer in
+            Result { () throws(SystemCallError) in try readSome(into: buffer, from: reader.unowned) }
+        }.get()
+        #expect(count == 1 && byte == [42])
+    }
+}
