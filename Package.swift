@@ -51,7 +51,13 @@ let package = Package(
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
         // JSONValue parsed and serialised through json-c, hardened; the only module touching json-c.
-        .target(name: "JSON", dependencies: ["CJSONC"]),
+        .target(name: "JSON", dependencies: ["CJSONC", "UTF8Validation"]),
+        // The one UTF-8 validator (a sequence, a prefix byte by byte, blocks of 16 or, with AVX2 in
+        // CTextScan, 64 bytes), which JSON, TextBuffer and FileStore call. Pure: no I/O.
+        .target(
+            name: "UTF8Validation", dependencies: ["CTextScan"],
+            swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
+        ),
         // Framing, the JSON-RPC 2.0 message model, batches, the serial writer, cancellation.
         .target(name: "JSONRPC", dependencies: [
             "JSON",
@@ -62,7 +68,7 @@ let package = Package(
         // file operations (docs/Modules.md).
         .target(
             name: "FileStore",
-            dependencies: ["SystemCalls", "CFileSystem", "CTextScan", "CXXHash"],
+            dependencies: ["SystemCalls", "CFileSystem", "UTF8Validation", "CXXHash"],
             // Optimised in debug builds too, as TextBuffer: validating, counting and hashing 100 MB
             // byte loops run 30 times slower unoptimised, which made the large-file tests crawl.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
@@ -97,7 +103,7 @@ let package = Package(
         // The text of a document: a rope of UTF-8 chunks, LSP positions, edits and undo. Pure: no I/O.
         .target(
             name: "TextBuffer",
-            dependencies: [.product(name: "_RopeModule", package: "swift-collections")],
+            dependencies: [.product(name: "_RopeModule", package: "swift-collections"), "UTF8Validation"],
             // Optimised in debug builds too: the rope's generic code (inlined from swift-collections)
             // runs 20 to 50 times slower unoptimised, which made the trace tests take minutes.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
@@ -112,7 +118,8 @@ let package = Package(
         .testTarget(name: "ExecutionTests", dependencies: ["TestSupport", "Execution"]),
         .testTarget(name: "SystemCallsTests", dependencies: ["TestSupport", "SystemCalls"]),
         .testTarget(name: "JSONTests", dependencies: ["TestSupport", "JSON"]),
-        .testTarget(name: "FileStoreTests", dependencies: ["TestSupport", "FileStore", "CTextScan"]),
+        .testTarget(name: "UTF8ValidationTests", dependencies: ["TestSupport", "UTF8Validation"]),
+        .testTarget(name: "FileStoreTests", dependencies: ["TestSupport", "FileStore", "UTF8Validation"]),
         .testTarget(name: "JSONRPCTests", dependencies: ["JSONRPC"]),
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
         .testTarget(name: "TextBufferTests", dependencies: ["TestSupport", "TextBuffer", "JSON", "EditingTraces"]),

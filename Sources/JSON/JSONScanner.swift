@@ -1,3 +1,5 @@
+import UTF8Validation
+
 /// A lexical check of a JSON text in Swift, run before json-c sees it.
 ///
 /// json-c 0.16 in strict mode still lets through things a hardened server must refuse: overlong UTF-8
@@ -166,25 +168,11 @@ struct JSONScanner {
         return unit
     }
 
-    /// The length of the well-formed UTF-8 sequence at `index`, or an error (RFC 3629, table 3-7 of
-    /// the Unicode standard: no overlong forms, no surrogates, nothing above U+10FFFF).
+    /// The length of the well-formed UTF-8 sequence at `index`, or an error (`UTF8Validation`'s
+    /// rules: RFC 3629 and table 3-7 of the Unicode standard).
+    @inline(__always)
     private func utf8SequenceLength(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) throws(JSONParseError) -> Int {
-        let lead = bytes[index]
-        let length: Int
-        var secondRange: ClosedRange<UInt8> = 0x80...0xBF
-        switch lead {
-        case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; secondRange = 0xA0...0xBF
-        case 0xE1...0xEC, 0xEE...0xEF: length = 3
-        case 0xED: length = 3; secondRange = 0x80...0x9F
-        case 0xF0: length = 4; secondRange = 0x90...0xBF
-        case 0xF1...0xF3: length = 4
-        case 0xF4: length = 4; secondRange = 0x80...0x8F
-        default: throw JSONParseError(.invalidUTF8, at: index)
-        }
-        guard index + length <= bytes.count else { throw JSONParseError(.invalidUTF8, at: index) }
-        guard secondRange.contains(bytes[index + 1]) else { throw JSONParseError(.invalidUTF8, at: index) }
-        for offset in 2..<length where !(0x80...0xBF).contains(bytes[index + offset]) {
+        guard case .valid(let length) = UTF8Validation.checkSequence(at: index, in: bytes) else {
             throw JSONParseError(.invalidUTF8, at: index)
         }
         return length

@@ -1,3 +1,5 @@
+import UTF8Validation
+
 /// Byte-level helpers over UTF-8 text: counting, line breaks, boundaries and validation.
 ///
 /// Everything here works on buffers of valid UTF-8 (except `isValid`, which checks that), and on
@@ -458,38 +460,8 @@ enum UTF8Scanning {
     }
 
     /// Whether `bytes` is well-formed UTF-8: no overlong forms, no encoded surrogates, nothing
-    /// above U+10FFFF, no truncated sequence.
+    /// above U+10FFFF, no truncated sequence (`UTF8Validation`'s check).
     static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        var index = 0
-        let count = bytes.count
-        while index < count {
-            while index &+ 8 <= count && word(bytes, index) & highBits == 0 { index &+= 8 }
-            if index >= count { break }
-            let lead = bytes[index]
-            if lead < 0x80 { index &+= 1; continue }
-            let length: Int
-            var low: UInt8 = 0x80
-            var high: UInt8 = 0xBF
-            switch lead {
-            case 0xC2...0xDF: length = 2
-            case 0xE0: length = 3; low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED: length = 3; high = 0x9F
-            case 0xF0: length = 4; low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4: length = 4; high = 0x8F
-            default: return false
-            }
-            if index &+ length > count { return false }
-            let second = bytes[index &+ 1]
-            if second < low || second > high { return false }
-            var next = index &+ 2
-            while next < index &+ length {
-                if !isContinuation(bytes[next]) { return false }
-                next &+= 1
-            }
-            index &+= length
-        }
-        return true
+        UTF8Validation.isValid(bytes)
     }
 }

@@ -1,5 +1,5 @@
-import CTextScan
 import Testing
+import UTF8Validation
 
 @testable import FileStore
 
@@ -39,9 +39,9 @@ struct TextDecoderTests {
                     let isValid = String(validating: bytes, as: UTF8.self) != nil
                     #expect((fast == .valid(bytes.count)) == isValid, comment)
                     // No false alarms: valid text is left to the byte-by-byte code only at its end.
-                    let block = extensions && cts_utf8_simd_available() != 0 ? 64 : 16
+                    let block = extensions && UTF8Validation.hasAVX2Path ? 64 : 16
                     if isValid && bytes.count >= 2 * block {
-                        let vectorEnd = bytes.withUnsafeBufferPointer { TextDecoder.wellFormedPrefix($0, extensions: extensions) }
+                        let vectorEnd = bytes.withUnsafeBufferPointer { UTF8Validation.wellFormedPrefix($0, extensions: extensions) }
                         #expect(vectorEnd > bytes.count - block - 4, "\(comment?.rawValue ?? "") (extensions: \(extensions))")
                     }
                 }
