@@ -14,6 +14,11 @@ struct PresenterState {
     /// Documents whose file is being checked now, and those to check again after that.
     var checking: Set<String> = []
     var recheck: Set<String> = []
+    /// The place in the document's line of the check running on it (from when it asks for the lock
+    /// until it lets it go). A close with nothing to save does not wait for a check that holds the
+    /// lock (``DocumentStore/beginClose(_:save:)``): the check looks the document up again after
+    /// each of its waits and lets a closed one go.
+    var checkTurns: [String: CheckTurn] = [:]
     /// Where inotify saw a document's file go, for the next check.
     var movedTo: [String: String] = [:]
     /// The disk's version of each document in conflict.
@@ -22,6 +27,13 @@ struct PresenterState {
     var positionEncoding: PositionEncoding = .utf16
     /// The stream feeding the watcher's events to the store, in order.
     var continuation: AsyncStream<FileEvent>.Continuation?
+}
+
+/// A check's place in a document's line: nil when it took the lock at once.
+struct CheckTurn {
+    let turn: LockTurn?
+    /// The check holds the lock (it may not have resumed yet: a turn is granted when handed over).
+    var holdsLock: Bool { turn?.granted ?? true }
 }
 
 /// The file's side of a conflict: its text (nil when it could not be read as text) and identity.
@@ -160,13 +172,19 @@ extension DocumentStore {
         }
     }
 
+    /// Whether a check of the document's file is running or queued (test-visible).
+    func checkIsRunning(_ handle: String) -> Bool { presenter.checking.contains(handle) }
+
     private func runChecks(_ handle: String) async {
         repeat {
             presenter.recheck.remove(handle)
             guard documents[handle] != nil else { break }
-            await acquire(handle)
+            let turn = reserve(handle)
+            presenter.checkTurns[handle] = CheckTurn(turn: turn)
+            await waitForTurn(turn)
             await checkFile(handle)
             noteAttributes(handle)
+            presenter.checkTurns[handle] = nil
             release(handle)
         } while presenter.recheck.contains(handle)
         presenter.checking.remove(handle)

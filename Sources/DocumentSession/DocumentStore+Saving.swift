@@ -347,12 +347,18 @@ extension DocumentStore {
         return try await finishClose(ticket, save: policy)
     }
 
-    /// Starts a close in request order. With nothing to save and nothing running on the document it
-    /// closes at once (`closedNow`). Otherwise edits are refused from now on (the close may have to
-    /// wait for a save still running, and then save); ``finishClose(_:save:)`` does the rest.
+    /// Starts a close in request order. With nothing to save, and nothing running on the document
+    /// but the file presenter's check of its file, it closes at once (`closedNow`): a request sent
+    /// after the close finds no document, whenever the machine chose to run the check (which looks
+    /// the document up again after each of its waits, and drops its work for a closed one).
+    /// Otherwise edits are refused from now on (the close may have to wait for a save, revert,
+    /// move or delete still running or queued before it, and then save); ``finishClose(_:save:)``
+    /// does the rest.
     public func beginClose(_ handle: String, save policy: SavePolicy) throws(DocumentError) -> ExclusiveTicket {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
-        if busy[handle] == nil && (policy == .never || !document.hasUnsavedChanges) {
+        let onlyACheckRuns = busy[handle] == nil
+            || (presenter.checkTurns[handle]?.holdsLock == true && busy[handle]?.isEmpty == true)
+        if onlyACheckRuns && (policy == .never || !document.hasUnsavedChanges) {
             remove(handle)
             return ExclusiveTicket(handle: handle, turn: nil, closedNow: true)
         }

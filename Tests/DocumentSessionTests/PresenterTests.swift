@@ -198,6 +198,31 @@ struct PresenterTests {
         #expect(undone.hasUnsavedChanges)
     }
 
+    @Test("a close with nothing to save takes effect at once while the presenter's check holds the document's lock: a request after it finds no document, and the check lets it go without a reload")
+    func closeDoesNotWaitForTheCheck() async throws {
+        let p = try await presented("old\n")
+        defer { withExtendedLifetime(p) {} }
+        // The test holds the lock (as a save would), so that the watcher's check of the change
+        // below queues behind it; handing the lock over gives it to the check.
+        await p.store.acquire(p.handle)
+        try rewriteInPlace(p.path, "changed behind the store's back\n")
+        #expect(try await eventually { await p.store.turnsWaiting(p.handle) == 1 })
+        await p.store.release(p.handle)
+
+        let ticket = try await p.store.beginClose(p.handle, save: .ifChanged)
+        #expect(ticket.closedNow, "the close waited for the check")
+        await #expect(throws: DocumentError.unknownDocument(p.handle)) { try await p.store.document(p.handle) }
+        #expect(try await p.store.finishClose(ticket, save: .ifChanged) == false)
+        // The check ends, finds the document gone and reloads nothing into it.
+        #expect(try await eventually { await p.store.checkIsRunning(p.handle) == false })
+        #expect(p.log.all.filter { reloadEdits($0) != nil }.isEmpty, "\(p.log.all)")
+        #expect(p.log.reasons.filter { $0 == .closed }.count == 1)
+        // The same path opens again as a new document, with the file's new text.
+        let reopened = try await p.store.open(path: p.path, encoding: nil)
+        #expect(reopened.handle != p.handle)
+        #expect(bytes(reopened.buffer.text) == bytes("changed behind the store's back\n"))
+    }
+
     @Test("a file replaced by a rename onto its name (an editor's atomic save) is reloaded the same way; a later save without force succeeds")
     func reloadAfterRenameReplace() async throws {
         let p = try await presented("one\ntwo\nthree\n")

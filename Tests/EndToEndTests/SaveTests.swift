@@ -215,12 +215,12 @@ struct SaveOverStdioTests {
         let directory = try TemporaryDirectory(prefix: "docsession-e2e")
         let line = String(repeating: "x", count: 99) + "\n"
         let path = try directory.write("big.txt", String(repeating: line, count: 200_000))
-        // Unwatched: what is tested is the order of this client's requests. With the watcher on,
-        // its check of the file our own save replaced takes the document's lock for a moment at a
-        // time of the machine's choosing, and a close arriving then waits for it (it is no longer
-        // "nothing running on the document"): the read sent behind the close then still finds the
-        // document (seen once in a clean-clone CI run under load).
-        let session = try Session.documents(arguments: ["--no-watch"])
+        // Watched, as users run it: the watcher's check of the file our own save replaced takes the
+        // document's lock for a moment at a time of the machine's choosing. A close with nothing
+        // to save does not wait for it, so the read sent behind the close finds no document (once
+        // it did, in a clean-clone CI run under load; `PresenterTests.closeDoesNotWaitForTheCheck`
+        // makes that moment on purpose).
+        let session = try Session.documents()
         try session.open(path, ["includeText": false])
         try session.edit("d1", version: 1, [Edit(Position(0, 0), Position(0, 0), "A")])
         // Two saves and an edit in one write: the second save waits for the first and still
