@@ -48,9 +48,17 @@ final class BlockingThreadPool: @unchecked Sendable {
     private var jobs: [() -> Void] = []
     private var idle = 0
 
-    private init(niceness: Int32, idle: Bool = false) {
+    /// What starts a thread: `SystemCalls.startThread`, or in a test one that fails.
+    typealias ThreadStarter = (_ name: String, _ niceness: Int32, _ idle: Bool, _ body: @escaping @Sendable () -> Void) throws(SystemCallError) -> Void
+
+    private let starter: ThreadStarter
+
+    init(niceness: Int32, idle: Bool = false, starter: @escaping ThreadStarter = { name, niceness, idle, body throws(SystemCallError) in
+        try startThread(name: name, niceness: niceness, idle: idle, body)
+    }) {
         self.niceness = niceness
         isIdlePriority = idle
+        self.starter = starter
         mutex = .allocate(capacity: 1)
         condition = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
@@ -70,19 +78,27 @@ final class BlockingThreadPool: @unchecked Sendable {
     /// Starts a thread for the pool, named for what it is (a new thread takes its creator's name
     /// otherwise: often the cooperative pool's), so that `top -H` and `perf sched` tell the pools
     /// apart, at the pool's nice value or idle priority. Without a thread to be had (a resource
-    /// limit), the work is done here rather than failed.
+    /// limit), one job is done here rather than failed, and the caller goes on at once: it does not
+    /// stay to serve the pool (the caller may be the server's loop).
     private func startPoolThread() {
         let name = isIdlePriority ? "ds-idle" : niceness == 0 ? "ds-pool" : "ds-pool-nice\(niceness)"
-        do {
-            try startThread(name: name, niceness: niceness, idle: isIdlePriority) { self.serve() }
+        do throws(SystemCallError) {
+            try starter(name, niceness, isIdlePriority) { self.serve() }
         } catch {
-            serve()
+            serve(oneJobOnly: true)
         }
     }
 
-    /// A pooled thread's life: take jobs until none comes for `idleSeconds`.
-    private func serve() {
+    /// A pooled thread's life: take jobs until none comes for `idleSeconds`. With `oneJobOnly` (a
+    /// caller without a thread of its own to give the job), the first job waiting, then return.
+    private func serve(oneJobOnly: Bool = false) {
         pthread_mutex_lock(mutex)
+        if oneJobOnly {
+            let job = jobs.isEmpty ? nil : jobs.removeFirst()
+            pthread_mutex_unlock(mutex)
+            job?()
+            return
+        }
         while true {
             if jobs.isEmpty {
                 idle += 1
