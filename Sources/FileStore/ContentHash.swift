@@ -1,4 +1,6 @@
 import CXXHash
+import SystemCalls
+import SystemPackage
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -61,10 +63,10 @@ public struct ContentHasher: Sendable {
     /// The hash of the file at `path` and its identity, read in one pass; nil when the file
     /// changed while it was read (its identity before and after differ) or cannot be read.
     public static func hashFile(path: String) -> (hash: UInt64, identity: FileIdentity)? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        return hashFile(fd: fd)
+        guard let file = try? Descriptor.open(path, .readOnly, options: [FileDescriptor.OpenOptions(rawValue: O_NOCTTY), .nonBlocking]) else {
+            return nil
+        }
+        return hashFile(fd: file.rawValue)
     }
 
     /// The same for an open file (read from its start with `pread`).

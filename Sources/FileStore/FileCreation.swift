@@ -1,4 +1,5 @@
 import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -11,28 +12,29 @@ public enum FileCreation {
     /// answers the new file's identity. The mode is 0666 less the umask, as any new file. On a
     /// failure after creation the partial file is removed.
     public static func createNew(path: String, bytes: [UInt8]) throws(FileSystemError) -> FileIdentity {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o666)
-        guard fd >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: path) }
-        var closed = false
-        func fail(_ syscall: String, _ number: Int32) -> FileSystemError {
-            if !closed { close(fd) }
-            unlink(path)
-            return FileSystemError(errno: number, syscall: syscall, path: path)
+        let file: Descriptor
+        do {
+            file = try Descriptor.open(path, .writeOnly, options: [.create, .exclusiveCreate, .noFollow],
+                                       permissions: FilePermissions(rawValue: 0o666))
+        } catch {
+            throw FileSystemError(error)
         }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw fail("write", errno)
-            }
-            offset += written
-        }
-        guard fsync(fd) == 0 else { throw fail("fsync", errno) }
         var status = stat()
-        guard fstat(fd, &status) == 0 else { throw fail("fstat", errno) }
-        closed = true
-        guard close(fd) == 0 else { throw fail("close", errno) }
+        do {
+            try writeAll(bytes, to: file.unowned, path: path)
+            try file.sync(path: path)
+            let fd = file.rawValue
+            _ = try retryingInterrupts("fstat", path: path) { fstat(fd, &status) }
+        } catch {
+            unlink(path)  // the partial file goes (closed at the end of this scope)
+            throw FileSystemError(error, path: path)
+        }
+        do {
+            try file.close()
+        } catch {
+            unlink(path)
+            throw FileSystemError(error, path: path)
+        }
         // Make the new directory entry durable too; a failure here leaves a whole file in place.
         let directory = parentDirectory(of: path)
         try? flushDirectory(at: directory)

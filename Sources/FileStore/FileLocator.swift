@@ -1,4 +1,5 @@
 import CFileSystem
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -14,6 +15,8 @@ import CFileSystem
 /// system busy for anything but an unmount; it keeps a deleted file's inode until it is closed
 /// (so the locator is replaced whenever the document's file is).
 public final class FileLocator: Sendable {
+    /// The `O_PATH` descriptor, owned by the locator (closed in `deinit`, on another thread when
+    /// that may free the file: the one raw descriptor kept, as ``Descriptor/take()`` allows).
     let descriptor: Int32
     /// The device and inode the descriptor holds.
     public let device: UInt64
@@ -23,12 +26,10 @@ public final class FileLocator: Sendable {
     public init?(path: String) {
         let fd = cfs_open_path_only(path)
         guard fd >= 0 else { return nil }
+        let file = Descriptor(owningRawValue: fd)
         var status = stat()
-        guard fstat(fd, &status) == 0 else {
-            close(fd)
-            return nil
-        }
-        descriptor = fd
+        guard fstat(fd, &status) == 0 else { return nil }
+        descriptor = file.take()
         device = UInt64(status.st_dev)
         inode = UInt64(status.st_ino)
     }

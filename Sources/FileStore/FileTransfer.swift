@@ -1,5 +1,6 @@
 import CFileSystem
 import SystemCalls
+import SystemPackage
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -99,9 +100,13 @@ public enum FileTransfer {
             throw FileSystemError(errno: errno, syscall: "access", path: sourceDirectory,
                 reason: "the source's directory is not writable, so the file could be copied to another file system but not removed from this one; nothing was moved")
         }
-        let input = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard input >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: source) }
-        defer { close(input) }
+        let inputFile: Descriptor
+        do {
+            inputFile = try Descriptor.open(source, .readOnly, options: [.noFollow, .nonBlocking])
+        } catch {
+            throw FileSystemError(error)
+        }
+        let input = inputFile.rawValue
         var status = stat()
         guard fstat(input, &status) == 0 else { throw FileSystemError(errno: errno, syscall: "fstat", path: source) }
         guard status.st_dev == expected.st_dev, status.st_ino == expected.st_ino else { throw sourceChanged(source) }
@@ -158,8 +163,9 @@ public enum FileTransfer {
     ///
     /// - Throws: as ``move(from:to:replace:)``; a failure leaves `destination` as it was and no temp file.
     public static func copy(from source: String, to destination: String, replace: Bool) throws(FileSystemError) -> FileIdentity {
-        let (input, status) = try openSource(source)
-        defer { close(input) }
+        var status = stat()
+        let inputFile = try openSource(source, status: &status)
+        let input = inputFile.rawValue
         let (directory, name) = SafeSave.split(destination)
         _ = try existingDestination(destination, replace: replace)
         let staged = try StagedFile(directory: directory, destination: destination)
@@ -195,8 +201,9 @@ public enum FileTransfer {
         from source: String, intoDirectory directory: String, preferredName: String
     ) throws(FileSystemError) -> (path: String, identity: FileIdentity) {
         try DocumentNaming.checkFileName(preferredName, in: directory)
-        let (input, status) = try openSource(source)
-        defer { close(input) }
+        var status = stat()
+        let inputFile = try openSource(source, status: &status)
+        let input = inputFile.rawValue
         let staged = try StagedFile(directory: directory, destination: DocumentNaming.join(directory, preferredName))
         try staged.copyContents(from: input, sourcePath: source)
         try staged.setMode(status.st_mode & 0o777)
@@ -240,22 +247,16 @@ public enum FileTransfer {
 
     /// The source of a copy opened for reading (symlinks followed; a FIFO put there meanwhile does
     /// not block the open), with its status; it must be a regular file.
-    private static func openSource(_ path: String) throws(FileSystemError) -> (Int32, stat) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: path) }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else {
-            let number = errno
-            close(fd)
-            throw FileSystemError(errno: number, syscall: "fstat", path: path)
-        }
-        do throws(FileSystemError) {
-            try requireRegular(status, path: path)
+    private static func openSource(_ path: String, status: inout stat) throws(FileSystemError) -> Descriptor {
+        let file: Descriptor
+        do {
+            file = try Descriptor.open(path, .readOnly, options: [FileDescriptor.OpenOptions(rawValue: O_NOCTTY), .nonBlocking])
         } catch {
-            close(fd)
-            throw error
+            throw FileSystemError(error)
         }
-        return (fd, status)
+        guard fstat(file.rawValue, &status) == 0 else { throw FileSystemError(errno: errno, syscall: "fstat", path: path) }
+        try requireRegular(status, path: path)
+        return file
     }
 
     /// The file at `destination`, if any: nil when there is none; EISDIR for a directory; EEXIST
@@ -286,104 +287,81 @@ public enum FileTransfer {
     static func renameNoReplace(
         _ fromDirectory: Int32, _ from: String, _ toDirectory: Int32, _ to: String, sourcePath: String, destinationPath: String
     ) throws(FileSystemError) {
-        func exists() -> FileSystemError {
-            FileSystemError(errno: EEXIST, syscall: "renameat2", path: destinationPath, reason: "the destination exists and replacing it was not asked for")
+        do {
+            try SystemCalls.renameNoReplace(
+                from, in: FileDescriptor(rawValue: fromDirectory), to: to, in: FileDescriptor(rawValue: toDirectory),
+                fromPath: sourcePath, toPath: destinationPath, checkThenRename: true)
+        } catch {
+            throw renameFailure(error, sourcePath: sourcePath, destinationPath: destinationPath)
         }
-        if cfs_renameat2(fromDirectory, from, toDirectory, to, 1) == 0 { return }
-        let number = errno
-        if number == EEXIST { throw exists() }
-        guard number == EINVAL || number == ENOSYS || number == EOPNOTSUPP else {
-            throw FileSystemError(errno: number, syscall: "renameat2", path: destinationPath)
+    }
+
+    /// The error for a failed no-replace rename (``SystemCalls/renameNoReplace(_:in:to:in:fromPath:toPath:checkThenRename:)``).
+    static func renameFailure(_ error: SystemCallError, sourcePath: String, destinationPath: String) -> FileSystemError {
+        if error.errno == .fileExists && error.call == "renameat2" {
+            return FileSystemError(errno: EEXIST, syscall: "renameat2", path: destinationPath, reason: "the destination exists and replacing it was not asked for")
         }
-        if linkat(fromDirectory, from, toDirectory, to, 0) == 0 {
-            guard unlinkat(fromDirectory, from, 0) == 0 else {
-                let number = errno
-                unlinkat(toDirectory, to, 0)
-                throw FileSystemError(errno: number, syscall: "unlinkat", path: sourcePath, reason: "removing the old name after linking the new one")
-            }
-            return
+        if error.call == "unlinkat" {
+            return FileSystemError(error, path: sourcePath, reason: "removing the old name after linking the new one")
         }
-        let linkNumber = errno
-        if linkNumber == EEXIST { throw exists() }
-        guard linkNumber == EPERM || linkNumber == EOPNOTSUPP || linkNumber == EMLINK else {
-            throw FileSystemError(errno: linkNumber, syscall: "linkat", path: destinationPath)
-        }
-        var status = stat()
-        if fstatat(toDirectory, to, &status, AT_SYMLINK_NOFOLLOW) == 0 { throw exists() }
-        guard renameat(fromDirectory, from, toDirectory, to) == 0 else {
-            throw FileSystemError(errno: errno, syscall: "renameat", path: destinationPath)
-        }
+        return FileSystemError(error, path: destinationPath)
     }
 }
 
 /// A new file being written beside its destination under a private temp name (mode 0600), until it
-/// is renamed into place. Dropped before that, it is closed and unlinked. Holds a shared lock on the
-/// directory meanwhile (see ``FileTransfer``).
+/// is renamed into place: a ``DurableReplacement``. Dropped before that, it is closed and unlinked.
+/// Holds a shared lock on the directory meanwhile (see ``FileTransfer``).
 final class StagedFile {
     let directory: String
     /// The path the file is meant for: errors on the temp file are reported for it.
     let destination: String
-    private let directoryFD: Int32
-    private let tempName: String
-    private let fd: Int32
-    private var isOpen = true
-    /// The name the file took in the directory, once renamed.
-    private var placedName: String?
+    /// The temp file and the directory (which it owns: closing it releases the lock).
+    private var replacement: DurableReplacement
     /// The file's inode, recorded when it is flushed.
     private var inode: ino_t = 0
 
     init(directory: String, destination: String) throws(FileSystemError) {
         self.directory = directory
         self.destination = destination
-        (directoryFD, fd, tempName) = try Self.createTemp(in: directory)
-    }
-
-    deinit {
-        if isOpen { close(fd) }
-        if placedName == nil { unlinkat(directoryFD, tempName, 0) }
-        close(directoryFD)  // which releases the lock
-    }
-
-    private static func createTemp(in directory: String) throws(FileSystemError) -> (Int32, Int32, String) {
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: directory) }
+        let directoryDescriptor: Descriptor
+        do {
+            directoryDescriptor = try Descriptor.open(directory, .readOnly, options: .directory)
+        } catch {
+            throw FileSystemError(error)
+        }
         // Best effort: without the lock (a file system without flock) only a concurrent sweep
         // could remove the temp file, and then the rename fails; nothing is lost.
-        while flock(directoryFD, LOCK_SH) != 0 && errno == EINTR {}
-        var generator = SystemRandomNumberGenerator()
-        for _ in 0..<16 {
-            let name = SafeSave.tempPrefix + String(generator.next() as UInt64, radix: 16)
-            let fd = openat(directoryFD, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            if fd >= 0 { return (directoryFD, fd, name) }
-            let number = errno
-            if number != EEXIST {
-                close(directoryFD)
-                let refused = number == EACCES || number == EPERM || number == EROFS
-                throw FileSystemError(errno: number, syscall: "openat", path: directory,
-                    reason: refused ? "no new file may be created in the directory" : "creating a temp file in the directory")
-            }
+        while flock(directoryDescriptor.rawValue, LOCK_SH) != 0 && errno == EINTR {}
+        do {
+            replacement = try DurableReplacement(
+                owningDirectory: directoryDescriptor, path: directory, tempPrefix: SafeSave.tempPrefix,
+                permissions: [.ownerReadWrite], access: .readWrite, exactPermissions: false)
+        } catch {
+            let number = error.errno.rawValue
+            guard error.call == "openat" else { throw FileSystemError(error) }
+            let refused = number == EACCES || number == EPERM || number == EROFS
+            throw FileSystemError(errno: number, syscall: "openat", path: directory,
+                reason: refused ? "no new file may be created in the directory" : "creating a temp file in the directory")
         }
-        close(directoryFD)
-        throw FileSystemError(errno: EEXIST, syscall: "openat", path: directory, reason: "creating a temp file in the directory")
     }
+
+    private var fd: Int32 { replacement.descriptor.rawValue }
 
     private func failure(_ syscall: String, _ number: Int32 = errno) -> FileSystemError {
         FileSystemError(errno: number, syscall: syscall, path: destination,
-            reason: "writing a temp file beside it (\(tempName), removed); the destination is unchanged")
+            reason: "writing a temp file beside it (\(replacement.tempName), removed); the destination is unchanged")
+    }
+
+    private func failure(_ error: SystemCallError) -> FileSystemError {
+        failure(error.call, error.errno.rawValue)
     }
 
     /// Appends `bytes`.
     func write(_ bytes: [UInt8]) throws(FileSystemError) {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { buffer in
-                Glibc.write(fd, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
-            }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw failure("write")
-            }
-            offset += written
+        do {
+            try replacement.write(bytes)
+        } catch {
+            throw failure(error)
         }
     }
 
@@ -401,24 +379,20 @@ final class StagedFile {
             default: throw failure("copy_file_range")
             }
         }
-        let size = 1 << 20
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 4096)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
         defer { buffer.deallocate() }
         while true {
-            let got = read(input, buffer, size)
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError(errno: errno, syscall: "read", path: sourcePath)
+            let got: Int
+            do {
+                got = try readSome(into: buffer, from: FileDescriptor(rawValue: input), path: sourcePath)
+            } catch {
+                throw FileSystemError(error)
             }
             if got == 0 { return }
-            var done = 0
-            while done < got {
-                let wrote = Glibc.write(fd, buffer + done, got - done)
-                if wrote < 0 {
-                    if errno == EINTR { continue }
-                    throw failure("write")
-                }
-                done += wrote
+            do {
+                try writeAll(UnsafeRawBufferPointer(rebasing: buffer[0..<got]), to: replacement.descriptor)
+            } catch {
+                throw failure(error)
             }
         }
     }
@@ -459,29 +433,27 @@ final class StagedFile {
         guard futimens(fd, times) == 0 else { throw failure("futimens") }
     }
 
-    /// Flushes the bytes (`fsync`; a failure is never retried) and closes the file.
+    /// Records the file's inode, then flushes the bytes (`fsync`; a failure is never retried) and
+    /// closes the file.
     func flush() throws(FileSystemError) {
-        guard fsync(fd) == 0 else { throw failure("fsync") }
         var status = stat()
         guard fstat(fd, &status) == 0 else { throw failure("fstat") }
         inode = status.st_ino
-        isOpen = false
-        guard close(fd) == 0 else { throw failure("close") }
+        do {
+            try replacement.finish()
+        } catch {
+            throw failure(error)
+        }
     }
 
     /// Renames the file to `name` in its directory (replacing an existing file only if `replace`)
     /// and flushes the directory.
     func place(as name: String, replace: Bool) throws(FileSystemError) {
-        let path = DocumentNaming.join(directory, name)
-        if replace {
-            guard renameat(directoryFD, tempName, directoryFD, name) == 0 else {
-                throw FileSystemError(errno: errno, syscall: "renameat", path: path)
-            }
-        } else {
-            try FileTransfer.renameNoReplace(directoryFD, tempName, directoryFD, name, sourcePath: destination, destinationPath: path)
+        do {
+            try replacement.place(as: name, replace: replace, checkThenRename: true)
+        } catch {
+            throw FileTransfer.renameFailure(error, sourcePath: destination, destinationPath: DocumentNaming.join(directory, name))
         }
-        placedName = name
-        _ = fsync(directoryFD)
     }
 
     /// Places the file under `preferredName` or the next free name for a copy of it; answers the name.
@@ -503,9 +475,9 @@ final class StagedFile {
 
     /// The identity of the placed file.
     func placedIdentity() throws(FileSystemError) -> FileIdentity {
-        let name = placedName ?? tempName
+        let name = replacement.placedName ?? replacement.tempName
         var status = stat()
-        guard fstatat(directoryFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
+        guard fstatat(replacement.directory.rawValue, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
             throw FileSystemError(errno: errno, syscall: "fstatat", path: DocumentNaming.join(directory, name))
         }
         return FileIdentity(status)
@@ -513,11 +485,12 @@ final class StagedFile {
 
     /// Undoes the placement: unlinks the placed name if it is still this file, flushes the directory.
     func removePlaced() {
-        guard let placedName else { return }
+        guard let placedName = replacement.placedName else { return }
+        let directoryFD = replacement.directory
         var status = stat()
-        if fstatat(directoryFD, placedName, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_ino == inode {
-            unlinkat(directoryFD, placedName, 0)
-            _ = fsync(directoryFD)
+        if fstatat(directoryFD.rawValue, placedName, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_ino == inode {
+            unlinkat(directoryFD.rawValue, placedName, 0)
+            try? flushDirectory(directoryFD, path: directory)
         }
     }
 }

@@ -55,8 +55,9 @@ extension TextFileLoader {
         startingWith initial: Part,
         consume: @escaping @Sendable (inout Part, UnsafeBufferPointer<UInt8>) -> Void
     ) throws(LoadError) -> (parts: [Part], loaded: LoadedText) {
-        let (fd, status) = try openRegularFile(path, fileGuard: fileGuard)
-        defer { close(fd) }
+        var status = stat()
+        let file = try openRegularFile(path, fileGuard: fileGuard, status: &status)
+        let fd = file.rawValue
         let total = Int(status.st_size)
         if total >= minimumSplitSize, requested == nil || requested == .utf8,
             let plan = try planSplit(fd: fd, path: path, total: total, requested: requested, splitOffset: splitOffset)

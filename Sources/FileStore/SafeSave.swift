@@ -1,4 +1,6 @@
 import CFileSystem
+import SystemCalls
+import SystemPackage
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -177,9 +179,13 @@ public enum SafeSave {
         // 1. The real file at the end of any symlink chain, and its directory, opened once.
         let target = try resolveSymlinks(request.path)
         let (directory, name) = split(target)
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "open", path: directory)) }
-        defer { close(directoryFD) }
+        let directoryDescriptor: Descriptor
+        do {
+            directoryDescriptor = try Descriptor.open(directory, .readOnly, options: .directory)
+        } catch {
+            throw .fileSystem(FileSystemError(error))
+        }
+        let directoryFD = directoryDescriptor.rawValue
         // With sandbox roots, the directory as opened (everything below acts through it).
         if let directoryGuard = request.directoryGuard, !directoryGuard(directoryFD) {
             throw .outsideRoots(path: request.path, directory: directory)
@@ -190,6 +196,7 @@ public enum SafeSave {
         while flock(directoryFD, LOCK_EX) != 0 {
             guard errno == EINTR else { throw .fileSystem(FileSystemError(errno: errno, syscall: "flock", path: directory)) }
         }
+        // Unlocked before the descriptor closes (at the end of this scope).
         defer { flock(directoryFD, LOCK_UN) }
 
         // 2. The target as it is now.
@@ -241,15 +248,19 @@ public enum SafeSave {
         directoryFD: Int32, directory: String, name: String, target: String, existing: stat?, request: Request,
         progress: @escaping (Int) -> Void, isCancelled: @escaping () -> Bool, content: (SaveSink) throws(SaveError) -> Void
     ) throws(SaveError) -> Outcome {
-        // 5. A private temp file beside the target (never $TMPDIR: rename across file systems fails).
-        let (tempFD, tempName) = try createTempFile(directoryFD, prefix: tempPrefix, directory: directory)
-        var renamed = false
-        var tempOpen = true
-        defer {
-            if tempOpen { close(tempFD) }
-            // 12. The temp file goes unless it became the file.
-            if !renamed { unlinkat(directoryFD, tempName, 0) }
+        // 5. A private temp file beside the target (never $TMPDIR: rename across file systems
+        // fails), created 0600 in the directory as opened; its mode is set in step 7. Dropped
+        // before it is placed (any error below), it is closed and unlinked (12).
+        var replacement: DurableReplacement
+        do {
+            replacement = try DurableReplacement(
+                inOpenDirectory: FileDescriptor(rawValue: directoryFD), path: directory, tempPrefix: tempPrefix,
+                permissions: [.ownerReadWrite], access: .readWrite, exactPermissions: false)
+        } catch {
+            throw .fileSystem(tempFileFailure(error, directory: directory))
         }
+        let tempName = replacement.tempName
+        let tempFD = replacement.descriptor.rawValue
         // 6. Every byte.
         // Failures on the temp file are reported for the document's file (the temp file is gone by
         // the time anyone reads the error), saying where they happened.
@@ -279,9 +290,11 @@ public enum SafeSave {
         }
         // 8. Flushed before the rename, and close checked. A failed fsync is never retried (Linux
         // may have marked the pages clean): the save fails and the old file stays.
-        guard fsync(tempFD) == 0 else { throw failure("fsync") }
-        tempOpen = false
-        guard close(tempFD) == 0 else { throw failure("close") }
+        do {
+            try replacement.finish()
+        } catch {
+            throw failure(error.call, error.errno.rawValue)
+        }
         if isCancelled() { throw .cancelled }
         // 3, again: a change made while the temp file was written is not overwritten either.
         if let existing, !request.force {
@@ -290,37 +303,31 @@ public enum SafeSave {
                 throw .changedOnDisk(path: target, expected: request.expected ?? FileIdentity(existing), found: now.map(FileIdentity.init))
             }
         }
-        // 9. Into place.
-        if request.createOnly || existing == nil {
-            try renameNoReplace(directoryFD, tempName, name, target: target)
-        } else {
-            guard renameat(directoryFD, tempName, directoryFD, name) == 0 else {
-                throw .fileSystem(FileSystemError(errno: errno, syscall: "renameat", path: target))
-            }
+        // 9. Into place: over the file, or for a new one never over a file that appeared meanwhile
+        // (renameat2 with RENAME_NOREPLACE; where the file system lacks it, link and unlink).
+        // 10. Then the directory entry flushed; if that fails the save stands but is not durable.
+        let durable: Bool
+        do {
+            durable = try replacement.place(as: name, replace: !(request.createOnly || existing == nil))
+        } catch {
+            if error.errno == .fileExists && error.call == "renameat2" { throw .alreadyExists(path: target) }
+            throw .fileSystem(FileSystemError(error, path: target))
         }
-        renamed = true
-        // 10. The directory entry flushed; if that fails the save stands but is not durable.
-        let durable = fsync(directoryFD) == 0
         // 11. The new identity, from the file now in place (the content hash is the caller's to
         // add: it can compute it off the critical path from what it wrote).
         let identity = FileIdentity(try status(directoryFD, name, path: target) ?? stat())
         return Outcome(path: target, identity: identity, size: sink.count, durable: durable, method: .rename)
     }
 
-    /// renameat2 with RENAME_NOREPLACE; where the file system does not support it, link + unlink,
-    /// which also never replaces a file.
-    private static func renameNoReplace(_ directoryFD: Int32, _ from: String, _ to: String, target: String) throws(SaveError) {
-        if cfs_renameat2(directoryFD, from, directoryFD, to, 1) == 0 { return }
-        let number = errno
-        if number == EEXIST { throw .alreadyExists(path: target) }
-        guard number == EINVAL || number == ENOSYS || number == ENOTSUP else {
-            throw .fileSystem(FileSystemError(errno: number, syscall: "renameat2", path: target))
-        }
-        guard linkat(directoryFD, from, directoryFD, to, 0) == 0 else {
-            if errno == EEXIST { throw .alreadyExists(path: target) }
-            throw .fileSystem(FileSystemError(errno: errno, syscall: "linkat", path: target))
-        }
-        unlinkat(directoryFD, from, 0)
+    /// The error for a temp file (or backup) that could not be created in `directory`: the user's
+    /// concern is the directory, not our temp name.
+    private static func tempFileFailure(_ error: SystemCallError, directory: String) -> FileSystemError {
+        let number = error.errno.rawValue
+        guard error.call == "openat" else { return FileSystemError(error) }
+        if number == EEXIST { return FileSystemError(errno: EEXIST, syscall: "openat", path: directory) }
+        let refused = number == EACCES || number == EPERM || number == EROFS
+        return FileSystemError(errno: number, syscall: "openat", path: directory,
+            reason: refused ? "no new file may be created in the directory, and a safe save needs one beside the file" : "creating a temp file in the directory")
     }
 
     // MARK: - In place
@@ -333,21 +340,23 @@ public enum SafeSave {
         progress: @escaping (Int) -> Void, isCancelled: @escaping () -> Bool, content: (SaveSink) throws(SaveError) -> Void
     ) throws(SaveError) -> Outcome {
         let (directory, _) = split(target)
-        let fileFD = openat(directoryFD, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fileFD >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "openat", path: target)) }
-        var fileOpen = true
-        defer { if fileOpen { close(fileFD) } }
-        // The backup: a byte copy of the file as it is.
-        let (backupFD, backupName) = try createTempFile(directoryFD, prefix: backupPrefix, directory: directory)
+        let file: Descriptor
+        do {
+            file = try Descriptor.open(name, .readWrite, options: [.noFollow, .nonBlocking], relativeTo: FileDescriptor(rawValue: directoryFD))
+        } catch {
+            throw .fileSystem(FileSystemError(error, path: target))
+        }
+        let fileFD = file.rawValue
+        // The backup: a byte copy of the file as it is (closed after the defer below unlinks it).
+        var backupName = ""
+        let backup = try createBackupFile(directoryFD, directory: directory, name: &backupName)
+        let backupFD = backup.rawValue
         let backupPath = directory == "/" ? "/" + backupName : directory + "/" + backupName
         var keepBackup = false
-        defer {
-            close(backupFD)
-            if !keepBackup { unlinkat(directoryFD, backupName, 0) }
-        }
+        defer { if !keepBackup { unlinkat(directoryFD, backupName, 0) } }
         try copyBytes(from: fileFD, to: backupFD, fromPath: target, toPath: backupPath)
         guard fsync(backupFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fsync", path: backupPath)) }
-        _ = fsync(directoryFD)
+        try? flushDirectory(FileDescriptor(rawValue: directoryFD), path: directory)
         if isCancelled() { throw .cancelled }
 
         let sink = SaveSink(fd: fileFD, path: target, progress: progress, isCancelled: isCancelled)
@@ -372,8 +381,11 @@ public enum SafeSave {
         }
         var status = stat()
         guard fstat(fileFD, &status) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fstat", path: target)) }
-        fileOpen = false
-        guard close(fileFD) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "close", path: target)) }
+        do {
+            try file.close()
+        } catch {
+            throw .fileSystem(FileSystemError(error, path: target))
+        }
         return Outcome(path: target, identity: FileIdentity(status), size: sink.count, durable: true, method: .inPlace)
     }
 
@@ -450,10 +462,9 @@ public enum SafeSave {
     ) throws(SaveError) {
         if now.sameState(as: expected) { return }
         if now.size == expected.size, let hash = expected.contentHash ?? expectedHash?() {
-            let fd = openat(directoryFD, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-            if fd >= 0 {
-                defer { close(fd) }
-                if let (found, _) = ContentHasher.hashFile(fd: fd), found == hash { return }
+            if let file = try? Descriptor.open(name, .readOnly, options: [.noFollow, .nonBlocking], relativeTo: FileDescriptor(rawValue: directoryFD)),
+               let (found, _) = ContentHasher.hashFile(fd: file.rawValue), found == hash {
+                return
             }
         }
         throw .changedOnDisk(path: path, expected: expected, found: now)
@@ -471,19 +482,21 @@ public enum SafeSave {
         return got > 0 && groups[0..<Int(got)].contains(existing.st_gid)
     }
 
-    /// An exclusive, private (0600) new file with a random name after `prefix` in the directory.
-    private static func createTempFile(_ directoryFD: Int32, prefix: String, directory: String) throws(SaveError) -> (Int32, String) {
+    /// The backup of an in-place write: an exclusive, private (0600) new file with a random name
+    /// after ``backupPrefix`` in the directory (`name` is set to it).
+    private static func createBackupFile(_ directoryFD: Int32, directory: String, name chosen: inout String) throws(SaveError) -> Descriptor {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<16 {
-            let name = prefix + String(generator.next() as UInt64, radix: 16)
-            let fd = openat(directoryFD, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            if fd >= 0 { return (fd, name) }
-            if errno != EEXIST {
-                // The user's concern is the directory, not our temp name.
-                let number = errno
-                let refused = number == EACCES || number == EPERM || number == EROFS
-                throw .fileSystem(FileSystemError(errno: number, syscall: "openat", path: directory,
-                    reason: refused ? "no new file may be created in the directory, and a safe save needs one beside the file" : "creating a temp file in the directory"))
+            let name = backupPrefix + String(generator.next() as UInt64, radix: 16)
+            do {
+                let file = try Descriptor.open(
+                    name, .readWrite, options: [.create, .exclusiveCreate, .noFollow], permissions: [.ownerReadWrite],
+                    relativeTo: FileDescriptor(rawValue: directoryFD))
+                chosen = name
+                return file
+            } catch {
+                if error.errno == .fileExists { continue }
+                throw .fileSystem(tempFileFailure(error, directory: directory))
             }
         }
         throw .fileSystem(FileSystemError(errno: EEXIST, syscall: "openat", path: directory))
@@ -573,17 +586,8 @@ public enum SafeSave {
     }()
 
     private static func readSmallFile(_ path: String) throws -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return "" }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let got = read(fd, &buffer, buffer.count)
-            if got <= 0 { break }
-            bytes += buffer[0..<got]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        guard let file = try? Descriptor.open(path, .readOnly) else { return "" }
+        return String(decoding: (try? readToEnd(from: file.unowned, path: path)) ?? [], as: UTF8.self)
     }
 
     // MARK: - Sweeping
@@ -600,9 +604,8 @@ public enum SafeSave {
         nextTo path: String, directoryGuard: (@Sendable (Int32) -> Bool)? = nil
     ) -> [String] {
         let (directory, _) = split(path)
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { return [] }
-        defer { close(directoryFD) }
+        guard let directoryDescriptor = try? Descriptor.open(directory, .readOnly, options: .directory) else { return [] }
+        let directoryFD = directoryDescriptor.rawValue
         if let directoryGuard, !directoryGuard(directoryFD) { return [] }
         // Only if no save holds the directory right now; otherwise the next open sweeps.
         guard flock(directoryFD, LOCK_EX | LOCK_NB) == 0 else { return [] }

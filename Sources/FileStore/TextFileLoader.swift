@@ -1,3 +1,6 @@
+import SystemCalls
+import SystemPackage
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -45,37 +48,34 @@ public enum TextFileLoader {
         isCancelled: () -> Bool = { false },
         consume: (UnsafeBufferPointer<UInt8>) -> Void
     ) throws(LoadError) -> LoadedText {
-        let (fd, status) = try openRegularFile(path)
-        defer { close(fd) }
+        var status = stat()
+        let file = try openRegularFile(path, status: &status)
         return try readSequentially(
-            fd: fd, status: status, path: path, encoding: requested, pieceSize: pieceSize,
+            fd: file.rawValue, status: status, path: path, encoding: requested, pieceSize: pieceSize,
             progress: progress, isCancelled: isCancelled, consume: consume)
     }
 
-    /// Opens `path` for reading and checks that it names a regular file.
-    static func openRegularFile(_ path: String, fileGuard: (@Sendable (Int32) -> Bool)? = nil) throws(LoadError) -> (fd: Int32, status: stat) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard fd >= 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "open", path: path)) }
+    /// Opens `path` for reading and checks that it names a regular file; `status` is set to its
+    /// status.
+    static func openRegularFile(
+        _ path: String, fileGuard: (@Sendable (Int32) -> Bool)? = nil, status: inout stat
+    ) throws(LoadError) -> Descriptor {
+        let file: Descriptor
+        do {
+            file = try Descriptor.open(path, .readOnly, options: [FileDescriptor.OpenOptions(rawValue: O_NOCTTY), .nonBlocking])
+        } catch {
+            throw .fileSystem(FileSystemError(error))
+        }
+        let fd = file.rawValue
         // With sandbox roots, the file as opened must lie beneath them (checked on the descriptor
         // that is then read, so no swap after the check can redirect the read).
-        if let fileGuard, !fileGuard(fd) {
-            close(fd)
-            throw .outsideRoots(path: path)
-        }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else {
-            let error = FileSystemError(errno: errno, syscall: "fstat", path: path)
-            close(fd)
-            throw .fileSystem(error)
-        }
+        if let fileGuard, !fileGuard(fd) { throw .outsideRoots(path: path) }
+        guard fstat(fd, &status) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fstat", path: path)) }
         let kind = status.st_mode & S_IFMT
-        guard kind == S_IFREG else {
-            close(fd)
-            throw .notRegularFile(path: path, kind: kind == S_IFDIR ? "directory" : "special file")
-        }
+        guard kind == S_IFREG else { throw .notRegularFile(path: path, kind: kind == S_IFDIR ? "directory" : "special file") }
         // O_NONBLOCK only kept open() from hanging on a FIFO; regular files read as usual.
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-        return (fd, status)
+        return file
     }
 
     /// Reads the open file `fd` from its current offset (the start) to its end, in order, on the
@@ -106,10 +106,13 @@ public enum TextFileLoader {
             let wanted = decoder == nil ? max(pieceSize, 3) : pieceSize
             var count = 0
             while count < (decoder == nil ? 3 : 1) {
-                let got = read(fd, buffer.baseAddress! + count, wanted - count)
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    throw .fileSystem(FileSystemError(errno: errno, syscall: "read", path: path))
+                let got: Int
+                do {
+                    got = try readSome(
+                        into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[count..<wanted]),
+                        from: FileDescriptor(rawValue: fd), path: path)
+                } catch {
+                    throw .fileSystem(FileSystemError(error))
                 }
                 if got == 0 { break }
                 count += got

@@ -169,59 +169,60 @@ public final class VersionStore: Sendable {
     /// a version that large is not worth the disk (the writing stops at the limit).
     @discardableResult
     public func add(documentPath: String, kind: Kind, chunks: some Sequence<[UInt8]>) throws(FileSystemError) -> Version? {
-        let top = try openTop()
-        defer { close(top) }
+        let topDescriptor = try openTop()
+        let top = topDescriptor.rawValue
         let limit = min(maxVersionSize, byteLimit)
 
         // The text goes to a temp file beside the slots (the same file system, so the rename into
         // a slot is atomic), written and flushed before the lock: a slow write holds no one up.
-        let (fd, tempName) = try createTempFile(top)
-        var fdOpen = true
-        var tempExists = true
-        defer {
-            if fdOpen { close(fd) }
-            if tempExists { unlinkat(top, tempName, 0) }
+        // Dropped before it is placed (any error, a text over the limit), it is removed.
+        var replacement: DurableReplacement
+        do {
+            replacement = try DurableReplacement(
+                inOpenDirectory: topDescriptor.unowned, path: directory, tempPrefix: Self.tempPrefix, permissions: [.ownerReadWrite])
+        } catch {
+            if error.call == "openat" {
+                if error.errno == .fileExists { throw FileSystemError(errno: EEXIST, syscall: "openat", path: directory) }
+                throw FileSystemError(error, reason: "creating a temp file for a version")
+            }
+            throw FileSystemError(error)
         }
-        let tempPath = directory + "/" + tempName
-        var writer = GatheringWriter(fd: fd, path: tempPath)
+        var writer = GatheringWriter(fd: replacement.descriptor.rawValue, path: replacement.tempPath)
         for chunk in chunks {
             if writer.count + chunk.count > limit { return nil }
             try writer.append(chunk)
         }
         try writer.flush()
-        if durable, fsync(fd) != 0 { throw FileSystemError(errno: errno, syscall: "fsync", path: tempPath) }
-        fdOpen = false
-        guard close(fd) == 0 else { throw FileSystemError(errno: errno, syscall: "close", path: tempPath) }
+        do {
+            try replacement.finish(flushing: durable)
+        } catch {
+            throw FileSystemError(error)
+        }
         let size = writer.count
 
-        return try locked(top) { () throws(FileSystemError) -> Version in
-            let slot = try findOrCreateSlot(top, documentPath)
-            let date = Self.nextDate()
-            var name = ""
-            // Unique by construction; RENAME_NOREPLACE makes sure (another clock, a reused pid).
-            for attempt in 0... {
-                name = Self.fileName(date: date, kind: kind)
-                let target = slot + "/" + name
-                if cfs_renameat2(top, tempName, top, target, 1) == 0 { break }
-                let number = errno
-                if number == EEXIST && attempt < 16 { continue }
-                if number == EINVAL || number == ENOSYS {
-                    // No RENAME_NOREPLACE on this file system: under the lock, and with a name
-                    // unique by construction, a plain rename is as good.
-                    guard renameat(top, tempName, top, target) == 0 else {
-                        throw FileSystemError(errno: errno, syscall: "renameat", path: directory + "/" + target)
-                    }
-                    break
-                }
-                throw FileSystemError(errno: number, syscall: "renameat2", path: directory + "/" + target)
+        try lock(top)
+        defer { flock(top, LOCK_UN) }
+        let slot = try findOrCreateSlot(top, documentPath)
+        let date = Self.nextDate()
+        var name = ""
+        // Unique by construction; RENAME_NOREPLACE makes sure (another clock, a reused pid). Where
+        // the file system lacks it, a link and an unlink, or (no hard links either) a check and a
+        // rename: under the lock, and with a name unique by construction, as good. The slot is
+        // flushed after.
+        for attempt in 0... {
+            name = Self.fileName(date: date, kind: kind)
+            do {
+                try replacement.place(as: slot + "/" + name, replace: false, checkThenRename: true, flushing: durable)
+                break
+            } catch {
+                if error.errno == .fileExists && attempt < 16 { continue }
+                throw FileSystemError(error)
             }
-            tempExists = false
-            if durable { flushDirectory(top, slot) }
-            remember(name, in: slot)
-            evictBeyondLimit(top, slot: slot, kind: kind, keeping: name)
-            evictBeyondByteLimit(top, keeping: name)
-            return Version(id: name, kind: kind, documentPath: documentPath, date: date, size: size)
         }
+        remember(name, in: slot)
+        evictBeyondLimit(top, slot: slot, kind: kind, keeping: name)
+        evictBeyondByteLimit(top, keeping: name)
+        return Version(id: name, kind: kind, documentPath: documentPath, date: date, size: size)
     }
 
     // MARK: - Reading
@@ -229,8 +230,8 @@ public final class VersionStore: Sendable {
     /// The versions of the document at `documentPath`, newest first (empty when it has none or the
     /// store cannot be read: versions are a convenience, never a reason to fail).
     public func versions(of documentPath: String) -> [Version] {
-        guard let top = try? openTop() else { return [] }
-        defer { close(top) }
+        guard let topDescriptor = try? openTop() else { return [] }
+        let top = topDescriptor.rawValue
         guard let slot = findSlot(top, documentPath) else { return [] }
         let entries = listSlot(top, slot).sorted(by: Entry.newerFirst)
         for entry in entries { remember(entry.name, in: slot) }
@@ -239,8 +240,8 @@ public final class VersionStore: Sendable {
 
     /// The version with this id, or nil when there is none (evicted, removed, never stored).
     public func version(_ id: String) -> Version? {
-        guard let parsed = Entry.parse(id), let top = try? openTop() else { return nil }
-        defer { close(top) }
+        guard let parsed = Entry.parse(id), let topDescriptor = try? openTop() else { return nil }
+        let top = topDescriptor.rawValue
         guard let (slot, status) = locate(top, id), let path = readPathFile(top, slot) else { return nil }
         return Version(id: id, kind: parsed.kind, documentPath: path, date: parsed.date, size: Int(status.st_size))
     }
@@ -251,16 +252,17 @@ public final class VersionStore: Sendable {
         let notFound = FileSystemError(errno: ENOENT, syscall: "openat", path: directory + "/" + id,
             reason: "no stored version has this id (it was evicted or removed, or never stored)")
         guard Entry.parse(id) != nil else { throw notFound }
-        let top = try openTop()
-        defer { close(top) }
+        let topDescriptor = try openTop()
+        let top = topDescriptor.rawValue
         guard let (slot, _) = locate(top, id) else { throw notFound }
-        let fd = openat(top, slot + "/" + id, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd < 0 {
-            if errno == ENOENT { throw notFound }  // removed since it was found
-            throw FileSystemError(errno: errno, syscall: "openat", path: directory + "/" + slot + "/" + id)
+        let file: Descriptor
+        do {
+            file = try Descriptor.open(slot + "/" + id, .readOnly, options: .noFollow, relativeTo: topDescriptor.unowned)
+        } catch {
+            if error.errno == .noSuchFileOrDirectory { throw notFound }  // removed since it was found
+            throw FileSystemError(error, path: directory + "/" + slot + "/" + id)
         }
-        defer { close(fd) }
-        return try Self.readAll(fd, path: directory + "/" + slot + "/" + id)
+        return try Self.readAll(file.rawValue, path: directory + "/" + slot + "/" + id)
     }
 
     // MARK: - Removing and moving
@@ -269,8 +271,8 @@ public final class VersionStore: Sendable {
     /// versions loses its slot.
     @discardableResult
     public func remove(_ id: String) -> Bool {
-        guard Entry.parse(id) != nil, let top = try? openTop() else { return false }
-        defer { close(top) }
+        guard Entry.parse(id) != nil, let topDescriptor = try? openTop() else { return false }
+        let top = topDescriptor.rawValue
         return (try? locked(top) { () throws(FileSystemError) -> Bool in
             guard let (slot, _) = locate(top, id), unlinkat(top, slot + "/" + id, 0) == 0 else { return false }
             forget(id)
@@ -285,8 +287,8 @@ public final class VersionStore: Sendable {
     /// A failure leaves each version under one of the two paths.
     public func moveDocument(from oldPath: String, to newPath: String) throws(FileSystemError) {
         guard oldPath != newPath else { return }
-        let top = try openTop()
-        defer { close(top) }
+        let topDescriptor = try openTop()
+        let top = topDescriptor.rawValue
         try locked(top) { () throws(FileSystemError) in
             guard let oldSlot = findSlot(top, oldPath) else { return }
             let newSlot = try findOrCreateSlot(top, newPath)
@@ -349,19 +351,17 @@ public final class VersionStore: Sendable {
         // The mode exactly (a umask could have taken bits from 0700; none may be added).
         guard fchmodat(top, temp, 0o700, 0) == 0 else { throw FileSystemError(errno: errno, syscall: "fchmodat", path: tempPath) }
         let pathFile = temp + "/" + Self.pathFileName
-        let fd = openat(top, pathFile, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw FileSystemError(errno: errno, syscall: "openat", path: directory + "/" + pathFile) }
-        var writer = GatheringWriter(fd: fd, path: directory + "/" + pathFile)
-        do throws(FileSystemError) {
-            guard fchmod(fd, 0o600) == 0 else { throw FileSystemError(errno: errno, syscall: "fchmod", path: directory + "/" + pathFile) }
-            try writer.append(Array(path.utf8))
-            try writer.flush()
-            if durable, fsync(fd) != 0 { throw FileSystemError(errno: errno, syscall: "fsync", path: directory + "/" + pathFile) }
+        let pathFilePath = directory + "/" + pathFile
+        do {
+            let file = try Descriptor.open(pathFile, .writeOnly, options: [.create, .exclusiveCreate, .noFollow],
+                                           permissions: [.ownerReadWrite], relativeTo: FileDescriptor(rawValue: top))
+            _ = try retryingInterrupts("fchmod", path: pathFilePath) { fchmod(file.rawValue, 0o600) }
+            try writeAll(Array(path.utf8), to: file.unowned, path: pathFilePath)
+            if durable { try file.sync(path: pathFilePath) }
+            try file.close()
         } catch {
-            close(fd)
-            throw error
+            throw FileSystemError(error, path: pathFilePath)
         }
-        guard close(fd) == 0 else { throw FileSystemError(errno: errno, syscall: "close", path: directory + "/" + pathFile) }
         for slot in slotNames(for: path) {
             // A slot taken by another path (a hash collision) is not empty: ENOTEMPTY. An empty
             // directory there (a removal cut short by a crash) is replaced.
@@ -382,9 +382,8 @@ public final class VersionStore: Sendable {
     /// Removes `slot` when it holds no version (its `path` file, then the directory); anything
     /// unexpected in it keeps it. Under the lock.
     private func removeSlotIfEmpty(_ top: Int32, _ slot: String) {
-        let slotFD = openat(top, slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard slotFD >= 0 else { return }
-        defer { close(slotFD) }
+        guard let slotDescriptor = openSlot(top, slot) else { return }
+        let slotFD = slotDescriptor.rawValue
         guard Self.entryNames(slotFD).allSatisfy({ $0 == Self.pathFileName }) else { return }
         unlinkat(slotFD, Self.pathFileName, 0)
         unlinkat(top, slot, AT_REMOVEDIR)
@@ -430,10 +429,9 @@ public final class VersionStore: Sendable {
 
     /// The bytes of `slot`'s `path` file; nil when there is none or it cannot be read.
     private func readPathBytes(_ top: Int32, _ slot: String) -> [UInt8]? {
-        let fd = openat(top, slot + "/" + Self.pathFileName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        guard let bytes = try? Self.readAll(fd, path: "", limit: Self.maximumPathFileSize) else { return nil }
+        guard let file = try? Descriptor.open(slot + "/" + Self.pathFileName, .readOnly, options: .noFollow,
+                                              relativeTo: FileDescriptor(rawValue: top)),
+              let bytes = try? Self.readAll(file.rawValue, path: "", limit: Self.maximumPathFileSize) else { return nil }
         return bytes
     }
 
@@ -467,9 +465,8 @@ public final class VersionStore: Sendable {
 
     /// The versions in `slot` with their sizes; files that vanish meanwhile are skipped.
     private func listSlot(_ top: Int32, _ slot: String) -> [Entry] {
-        let slotFD = openat(top, slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard slotFD >= 0 else { return [] }
-        defer { close(slotFD) }
+        guard let slotDescriptor = openSlot(top, slot) else { return [] }
+        let slotFD = slotDescriptor.rawValue
         var entries: [Entry] = []
         for name in Self.entryNames(slotFD) {
             guard var entry = Entry.parse(name) else { continue }
@@ -546,41 +543,33 @@ public final class VersionStore: Sendable {
 
     /// The store's directory, opened for one operation (each holds its own descriptor, so that its
     /// `flock` excludes the other threads of this process as well as other processes).
-    private func openTop() throws(FileSystemError) -> Int32 {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: directory) }
-        return fd
+    private func openTop() throws(FileSystemError) -> Descriptor {
+        do {
+            return try Descriptor.open(directory, .readOnly, options: .directory)
+        } catch {
+            throw FileSystemError(error)
+        }
+    }
+
+    /// The directory `name` (a slot, or a temp slot) relative to `top`, opened without following a
+    /// symlink; nil when it cannot be.
+    private func openSlot(_ top: Int32, _ name: String) -> Descriptor? {
+        try? Descriptor.open(name, .readOnly, options: [.directory, .noFollow], relativeTo: FileDescriptor(rawValue: top))
     }
 
     /// Runs `body` holding the exclusive lock of the store's directory.
     private func locked<T>(_ top: Int32, _ body: () throws(FileSystemError) -> T) throws(FileSystemError) -> T {
-        while flock(top, LOCK_EX) != 0 {
-            guard errno == EINTR else { throw FileSystemError(errno: errno, syscall: "flock", path: directory) }
-        }
+        try lock(top)
         defer { flock(top, LOCK_UN) }
         return try body()
     }
 
-    /// A new private (0600) temp file with a random name in the store's directory.
-    private func createTempFile(_ top: Int32) throws(FileSystemError) -> (Int32, String) {
-        for _ in 0..<16 {
-            let name = Self.tempPrefix + Self.randomHex()
-            let fd = openat(top, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            if fd >= 0 {
-                // The mode exactly, whatever the umask.
-                guard fchmod(fd, 0o600) == 0 else {
-                    let error = FileSystemError(errno: errno, syscall: "fchmod", path: directory + "/" + name)
-                    close(fd)
-                    unlinkat(top, name, 0)
-                    throw error
-                }
-                return (fd, name)
-            }
-            guard errno == EEXIST else {
-                throw FileSystemError(errno: errno, syscall: "openat", path: directory + "/" + name, reason: "creating a temp file for a version")
-            }
+    /// Takes the exclusive lock of the store's directory (`flock`, retrying EINTR); the caller
+    /// unlocks it.
+    private func lock(_ top: Int32) throws(FileSystemError) {
+        while flock(top, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw FileSystemError(errno: errno, syscall: "flock", path: directory) }
         }
-        throw FileSystemError(errno: EEXIST, syscall: "openat", path: directory)
     }
 
     /// Flushes the directory `name` (relative to `top`) so a rename in it survives a power loss.
@@ -593,8 +582,8 @@ public final class VersionStore: Sendable {
     /// while adding. Fresher ones may belong to a live process. Removes empty slots without a
     /// `path` file too (a removal cut short). Best effort.
     private func sweepStaleTempFiles() {
-        guard let top = try? openTop() else { return }
-        defer { close(top) }
+        guard let topDescriptor = try? openTop() else { return }
+        let top = topDescriptor.rawValue
         _ = try? locked(top) { () throws(FileSystemError) in
             let now = Self.realtimeNanoseconds()
             for name in Self.entryNames(top) where name.hasPrefix(Self.tempPrefix) {
@@ -603,10 +592,8 @@ public final class VersionStore: Sendable {
                 let modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
                 guard now - modified > Self.staleTempAge else { continue }
                 if status.st_mode & S_IFMT == S_IFDIR {
-                    let fd = openat(top, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                    if fd >= 0 {
-                        for inner in Self.entryNames(fd) { unlinkat(fd, inner, 0) }
-                        close(fd)
+                    if let inside = openSlot(top, name) {
+                        for inner in Self.entryNames(inside.rawValue) { unlinkat(inside.rawValue, inner, 0) }
                     }
                     unlinkat(top, name, AT_REMOVEDIR)
                 } else {
@@ -642,10 +629,9 @@ public final class VersionStore: Sendable {
     static func entryNames(_ fd: Int32) -> [String] {
         let listFD = dup(fd)
         guard listFD >= 0 else { return [] }
-        guard let stream = fdopendir(listFD) else {
-            close(listFD)
-            return []
-        }
+        let duplicate = Descriptor(owningRawValue: listFD)
+        guard let stream = fdopendir(duplicate.rawValue) else { return [] }
+        _ = duplicate.take()  // the stream owns it now
         defer { closedir(stream) }
         rewinddir(stream)  // the duplicate shares the offset with `fd`, which an earlier listing moved
         var names: [String] = []
