@@ -56,6 +56,7 @@ let package = Package(
         .target(name: "JSONRPC", dependencies: [
             "JSON",
             "Execution",
+            "SystemCalls",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Files: reading with encoding detection, the safe save, the watcher, versions, the workspace's
