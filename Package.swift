@@ -42,7 +42,7 @@ let package = Package(
         ),
         // One thread that runs jobs and, between them, polls descriptors: the executor the whole
         // request path runs on (the connection's dispatcher and the document store's actor).
-        .target(name: "Execution", dependencies: ["SystemCalls", "CFileSystem"]),
+        .target(name: "Execution", dependencies: ["SystemCalls"]),
         // The system-call layer beneath FileStore, Execution, JSONRPC and the executable (issue
         // 16.1): owned descriptors closed exactly once, errors naming errno, call and path, EINTR
         // retried, the one thread starter and the one directory flush; on swift-system.
