@@ -91,6 +91,7 @@ let package = Package(
             "Client",
             "FileStore",
             "Execution",
+            "SystemCalls",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
