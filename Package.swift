@@ -84,7 +84,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Drives a server from the outside (spawn, frame, print traffic): the demo, call, run and replay.
-        .target(name: "Client", dependencies: ["JSONRPC"]),
+        .target(name: "Client", dependencies: ["JSONRPC", "SystemCalls"]),
         // The executable: arguments, stdio wiring, logging, signals. No logic of its own.
         .executableTarget(name: "docsession", dependencies: [
             "Server",
