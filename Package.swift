@@ -42,7 +42,7 @@ let package = Package(
         ),
         // One thread that runs jobs and, between them, polls descriptors: the executor the whole
         // request path runs on (the connection's dispatcher and the document store's actor).
-        .target(name: "Execution", dependencies: ["SystemCalls", "CFileSystem"]),
+        .target(name: "Execution", dependencies: ["SystemCalls"]),
         // The system-call layer beneath FileStore, Execution, JSONRPC and the executable (issue
         // 16.1): owned descriptors closed exactly once, errors naming errno, call and path, EINTR
         // retried, the one thread starter and the one directory flush; on swift-system.
@@ -62,6 +62,7 @@ let package = Package(
         .target(name: "JSONRPC", dependencies: [
             "JSON",
             "Execution",
+            "SystemCalls",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Files: reading with encoding detection, the safe save, the watcher, versions, the workspace's
@@ -89,13 +90,14 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Drives a server from the outside (spawn, frame, print traffic): the demo, call, run and replay.
-        .target(name: "Client", dependencies: ["JSONRPC"]),
+        .target(name: "Client", dependencies: ["JSONRPC", "SystemCalls"]),
         // The executable: arguments, stdio wiring, logging, signals. No logic of its own.
         .executableTarget(name: "docsession", dependencies: [
             "Server",
             "Client",
             "FileStore",
             "Execution",
+            "SystemCalls",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

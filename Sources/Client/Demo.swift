@@ -1,6 +1,8 @@
 import Foundation
 import JSON
 import JSONRPC
+import SystemCalls
+import SystemPackage
 
 /// The scripted session `docsession demo` runs against a fresh server, printing the traffic: the
 /// README's first command. Each later part of the protocol grows this script.
@@ -114,8 +116,16 @@ public struct Demo {
         output("server exited with status \(status)")
         output("")
         output("The sample document on disk now holds:")
-        output((try? String(contentsOfFile: samplePath, encoding: .utf8)) ?? "(unreadable)")
+        output(Self.text(of: samplePath) ?? "(unreadable)")
         return status
+    }
+
+    /// The file's text, or nil when it cannot be read or is not UTF-8.
+    private static func text(of path: String) -> String? {
+        guard let file = try? Descriptor.open(path, .readOnly), let bytes = try? readToEnd(from: file.unowned, path: path) else {
+            return nil
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     private func printQueuedNotifications(_ server: ServerProcess) {
@@ -130,17 +140,22 @@ struct SampleDirectory {
     let path: String
 
     init() throws {
-        var template = Array("/tmp/docsession-demo-XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw ServerProcess.Failure("cannot create a temporary directory: errno \(errno)")
+        do {
+            path = try makeTemporaryDirectory(prefix: "/tmp/docsession-demo-")
+        } catch {
+            throw ServerProcess.Failure("cannot create a temporary directory: errno \(error.errno.rawValue)")
         }
-        path = String(cString: made)
     }
 
     /// Writes a file and answers its path.
     func write(name: String, text: String) throws -> String {
         let file = path + "/" + name
-        guard FileManager.default.createFile(atPath: file, contents: Data(text.utf8)) else {
+        do {
+            let created = try Descriptor.open(
+                file, .writeOnly, options: [.create, .truncate], permissions: FilePermissions(rawValue: 0o666))
+            try writeAll(Array(text.utf8), to: created.unowned, path: file)
+            try created.close()
+        } catch {
             throw ServerProcess.Failure("cannot write \(file)")
         }
         return file

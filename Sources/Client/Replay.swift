@@ -1,6 +1,8 @@
 import Foundation
 import JSON
 import JSONRPC
+import SystemCalls
+import SystemPackage
 
 /// `docsession replay FILE`: feeds a recorded session (`docsession serve --record FILE`, JSON Lines
 /// in vscode-jsonrpc's JSON-trace shape) to a fresh server and compares what comes back with what
@@ -137,16 +139,21 @@ public struct Replay {
     }
 
     static func load(_ file: String, recordedRoot: String?) throws -> [Record] {
-        guard let data = FileManager.default.contents(atPath: file) else {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) {
-                throw FileError("\(file): cannot read it\(isDirectory.boolValue ? " (a directory)" : "")")
+        let data: [UInt8]
+        do {
+            let recording = try Descriptor.open(file, .readOnly)
+            data = try readToEnd(from: recording.unowned, path: file)
+        } catch {
+            // Something that exists (a directory, a file without read permission) cannot be read;
+            // anything else is missing.
+            if let status = try? fileStatus(file) {
+                throw FileError("\(file): cannot read it\(status.st_mode & S_IFMT == S_IFDIR ? " (a directory)" : "")")
             }
             throw FileError("\(file): no such file")
         }
         let parser = JSONParser()
         var records: [Record] = []
-        let lines = [UInt8](data).split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
         for (index, line) in lines.enumerated() {
             let number = index + 1
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
@@ -232,11 +239,11 @@ public struct Replay {
             // The root must read the same in a path and in a URI (no percent-encoding).
             if base.isEmpty || base.contains(where: { !Self.isPlain($0) }) { base = "/tmp/" }
             if !base.hasSuffix("/") { base += "/" }
-            var template = Array((base + "docsession-replay-XXXXXX").utf8CString)
-            guard let made = mkdtemp(&template) else {
-                throw FileError("cannot make a temporary directory in \(base): \(String(cString: strerror(errno)))")
+            do {
+                root = try makeTemporaryDirectory(prefix: base + "docsession-replay-")
+            } catch {
+                throw FileError("cannot make a temporary directory in \(base): \(String(cString: strerror(error.errno.rawValue)))")
             }
-            root = String(cString: made)
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: fixtures, isDirectory: &isDirectory), isDirectory.boolValue {
                 do {
@@ -576,13 +583,20 @@ public struct Replay {
             }
         }
         let temporary = file + ".update-\(getpid())"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(text)) else {
+        do {
+            let staged = try Descriptor.open(
+                temporary, .writeOnly, options: [.create, .truncate], permissions: FilePermissions(rawValue: 0o666))
+            try writeAll(text, to: staged.unowned, path: temporary)
+            try staged.close()
+        } catch {
+            try? removeFile(temporary)
             throw FileError("cannot write \(temporary)")
         }
-        guard rename(temporary, file) == 0 else {
-            let why = String(cString: strerror(errno))
-            unlink(temporary)
-            throw FileError("cannot replace \(file): \(why)")
+        do {
+            try renameFile(temporary, to: file)
+        } catch {
+            try? removeFile(temporary)
+            throw FileError("cannot replace \(file): \(String(cString: strerror(error.errno.rawValue)))")
         }
     }
 }

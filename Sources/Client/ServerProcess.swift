@@ -1,6 +1,8 @@
 import Foundation
 import JSON
 import JSONRPC
+import SystemCalls
+import SystemPackage
 
 /// A docsession server started as a child process and driven over its stdin and stdout, the way an
 /// editor drives it. Used by `docsession demo` and by the end-to-end tests.
@@ -37,7 +39,12 @@ public final class ServerProcess: @unchecked Sendable {
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
         try process.run()
-        startReading()
+        do {
+            try startReading()
+        } catch {
+            process.terminate()
+            throw error
+        }
     }
 
     /// The process id.
@@ -51,13 +58,16 @@ public final class ServerProcess: @unchecked Sendable {
     /// Sends bytes exactly as given (for malformed input).
     public func sendRaw(_ bytes: [UInt8]) throws {
         do {
-            try stdinPipe.fileHandleForWriting.write(contentsOf: Data(bytes))
+            try writeAll(bytes, to: FileDescriptor(rawValue: stdinPipe.fileHandleForWriting.fileDescriptor))
         } catch {
             throw Failure("could not write to the server: \(error)")
         }
     }
 
     /// Closes the server's stdin (end of input).
+    ///
+    /// Through the `FileHandle`: the `Pipe` owns its two descriptors and closes them when it goes
+    /// (a `Descriptor` here would close this one a second time).
     public func closeInput() {
         try? stdinPipe.fileHandleForWriting.close()
     }
@@ -190,10 +200,10 @@ public final class ServerProcess: @unchecked Sendable {
         if process.isRunning { process.terminate() }
     }
 
-    private func startReading() {
+    private func startReading() throws {
         let output = stdoutPipe.fileHandleForReading.fileDescriptor
         let errors = stderrPipe.fileHandleForReading.fileDescriptor
-        Thread.detachNewThread { [self] in
+        try startThread(name: "ds-client-out") { [self] in
             var framer = FrameParser(maxMessageSize: 1 << 30)
             let parser = JSONParser()
             while let chunk = FileDescriptorIO.read(output), !chunk.isEmpty {
@@ -222,7 +232,7 @@ public final class ServerProcess: @unchecked Sendable {
             condition.broadcast()
             condition.unlock()
         }
-        Thread.detachNewThread { [self] in
+        try startThread(name: "ds-client-err") { [self] in
             while let chunk = FileDescriptorIO.read(errors), !chunk.isEmpty {
                 condition.lock()
                 stderrBytes.append(contentsOf: chunk)

@@ -1,6 +1,5 @@
-import CFileSystem
-import SystemCalls
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -45,13 +44,17 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     }
 
     private let state = Mutex<State>(State())
-    private let wakeDescriptor: Int32
+    /// Written by another thread to wake the loop from `poll`; owned for the loop's life.
+    private let wakeEvent: EventDescriptor
     private let thread = Atomic<UInt>(0)
 
     /// A loop on a new thread named `name` (its first 15 bytes, as Linux keeps them).
     public init(name: String) {
-        wakeDescriptor = cfs_eventfd_nonblocking()
-        precondition(wakeDescriptor >= 0, "eventfd failed: errno \(errno)")
+        do {
+            wakeEvent = try EventDescriptor()
+        } catch {
+            preconditionFailure("the loop's eventfd could not be made: \(error)")
+        }
         do {
             try startThread(name: name) { [self] in
                 thread.store(UInt(pthread_self()), ordering: .releasing)
@@ -129,8 +132,8 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     }
 
     private func signalWake() {
-        var one: UInt64 = 1
-        while Glibc.write(wakeDescriptor, &one, 8) < 0, errno == EINTR {}
+        // Cannot fail but for an overflow of the count, which the loop's reads rule out.
+        _ = try? wakeEvent.notify()
     }
 
     private func run() {
@@ -138,6 +141,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         let task = asUnownedTaskExecutor()
         var batch: [UnownedJob] = []
         batch.reserveCapacity(64)
+        let wakeDescriptor = wakeEvent.descriptor.rawValue
         var polled: [pollfd] = []
         var polledSources: [Source] = []
         while true {
@@ -165,13 +169,11 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
                     return true
                 }
                 if pending { continue }
-                let count = polled.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), -1) }
+                // An error other than EINTR (which is retried) counts as a wake-up without events.
+                let count = (try? pollDescriptors(&polled, timeoutMilliseconds: -1)) ?? -1
                 state.withLock { $0.sleeping = false }
                 guard count > 0 else { continue }
-                if polled[0].revents != 0 {
-                    var value: UInt64 = 0
-                    _ = Glibc.read(wakeDescriptor, &value, 8)
-                }
+                if polled[0].revents != 0 { _ = try? wakeEvent.reset() }
                 for index in 1..<polled.count where polled[index].revents != 0 {
                     let descriptor = polled[index].fd
                     // Still registered with the same handler (an earlier handler may have removed it).

@@ -1,4 +1,4 @@
-import CFileSystem
+import SystemCalls
 
 /// The server's one setting of glibc's allocator.
 ///
@@ -22,6 +22,6 @@ public enum MallocTuning {
     /// Answers only when it did not re-execute: when the setting was already there, or when the
     /// exec failed (no /proc, say), and the server then runs with glibc's default.
     public static func reexecWithLargerThreadCache() {
-        _ = cfs_reexec_with_tcache_count(CommandLine.unsafeArgv, threadCacheCount)
+        try? reexecutingWithMallocThreadCache(threadCacheCount)
     }
 }

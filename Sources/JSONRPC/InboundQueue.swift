@@ -1,5 +1,7 @@
 import Execution
 import Logging
+import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -177,8 +179,9 @@ final class InboundQueue: @unchecked Sendable {
         return item
     }
 
+    /// Whether the input has something to read (or has ended) now, without waiting.
     private func inputIsReadable() -> Bool {
-        var poller = pollfd(fd: input, events: Int16(POLLIN), revents: 0)
-        return poll(&poller, 1, 0) > 0
+        let events = try? pollDescriptor(FileDescriptor(rawValue: input), events: Int16(POLLIN), timeoutMilliseconds: 0)
+        return (events ?? 0) != 0
     }
 }

@@ -1,5 +1,7 @@
 import JSON
 import Synchronization
+import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -111,25 +113,24 @@ public final class MessageWriter: Sendable {
     public func send(_ notification: Notification) { send(notification.json) }
 }
 
-/// Blocking reads and writes on the protocol's pipes, looping over EINTR and short writes.
+/// Blocking reads and writes on the protocol's pipes, on the system-call layer: `EINTR` and short
+/// writes are retried there; a descriptor left non-blocking by the parent (`EAGAIN`) is waited on
+/// with `poll` here, and the call goes on.
 public enum FileDescriptorIO {
     /// Writes all of `bytes`; answers `false` on an error such as EPIPE (the peer has gone).
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { buffer in
+        let descriptor = FileDescriptor(rawValue: fd)
+        return bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
-                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    if errno == EAGAIN {
-                        // The descriptor was left non-blocking by the parent: wait until writable.
-                        var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                        _ = poll(&poller, 1, -1)
-                        continue
-                    }
+                do throws(SystemCallError) {
+                    offset += try writeSome(UnsafeRawBufferPointer(rebasing: buffer[offset...]), to: descriptor)
+                } catch where error.errno == .resourceTemporarilyUnavailable {
+                    // The descriptor was left non-blocking by the parent: wait until writable.
+                    _ = try? pollDescriptor(descriptor, events: Int16(POLLOUT), timeoutMilliseconds: -1)
+                } catch {
                     return false
                 }
-                offset += written
             }
             return true
         }
@@ -139,35 +140,27 @@ public enum FileDescriptorIO {
     /// answers the number of bytes read, 0 at the end of input, `nil` on an error. The loop reads
     /// the input this way (`InboundQueue`), without allocating and zeroing a buffer per read.
     public static func read(_ fd: Int32, into buffer: inout [UInt8]) -> Int? {
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count >= 0 { return count }
-            if errno == EINTR { continue }
-            if errno == EAGAIN {
-                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&poller, 1, -1)
-                continue
-            }
-            return nil
-        }
+        buffer.withUnsafeMutableBytes { read(FileDescriptor(rawValue: fd), into: $0) }
     }
 
     /// Reads up to `capacity` bytes; an empty answer means end of input, `nil` an error.
     public static func read(_ fd: Int32, capacity: Int = 1 << 16) -> [UInt8]? {
         var chunk = [UInt8](repeating: 0, count: capacity)
+        guard let count = chunk.withUnsafeMutableBytes({ read(FileDescriptor(rawValue: fd), into: $0) }) else { return nil }
+        chunk.removeLast(capacity - count)
+        return chunk
+    }
+
+    /// One read into `buffer`, waiting while a non-blocking descriptor has nothing (`EAGAIN`).
+    private static func read(_ descriptor: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, capacity) }
-            if count >= 0 {
-                chunk.removeLast(capacity - count)
-                return chunk
+            do throws(SystemCallError) {
+                return try readSome(into: buffer, from: descriptor)
+            } catch where error.errno == .resourceTemporarilyUnavailable {
+                _ = try? pollDescriptor(descriptor, events: Int16(POLLIN), timeoutMilliseconds: -1)
+            } catch {
+                return nil
             }
-            if errno == EINTR { continue }
-            if errno == EAGAIN {
-                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&poller, 1, -1)
-                continue
-            }
-            return nil
         }
     }
 }

@@ -1,5 +1,7 @@
 import JSON
 import Synchronization
+import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -39,20 +41,19 @@ public final class Recorder: Sendable {
         public let description: String
     }
 
-    private let descriptor: Int32
+    /// The file, closed when the recorder goes.
+    private let file: Descriptor
     private let lock = Mutex<Void>(())
 
     /// Opens (creating it if needed, 0644) `path` for appending records.
     public init(path: String) throws(OpenError) {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            let code = errno
+        do {
+            file = try Descriptor.open(path, .writeOnly, options: [.create, .append], permissions: FilePermissions(rawValue: 0o644))
+        } catch {
+            let code = error.errno.rawValue
             throw OpenError(description: "cannot open \(path) for recording: \(String(cString: strerror(code))) (errno \(code))")
         }
-        self.descriptor = descriptor
     }
-
-    deinit { close(descriptor) }
 
     // MARK: - Received (the client's send-*)
 
@@ -155,6 +156,6 @@ public final class Recorder: Sendable {
         line += #","timestamp":"#.utf8
         line += String(Self.now).utf8
         line += "}\n".utf8
-        lock.withLock { _ in _ = FileDescriptorIO.writeAll(descriptor, line) }
+        lock.withLock { _ in _ = FileDescriptorIO.writeAll(file.rawValue, line) }
     }
 }

@@ -12,7 +12,10 @@ import SystemPackage
 ///
 /// `close` is never retried after `EINTR`: on Linux the descriptor is released whatever `close`
 /// answers, and a retry could close a number another thread has just been given.
-public struct Descriptor: ~Copyable {
+///
+/// It is `Sendable`: a descriptor number means the same in every thread, and a class that keeps one
+/// for its life (the recorder's file, the log file) may be shared.
+public struct Descriptor: ~Copyable, Sendable {
     /// The descriptor as swift-system's (unowned) handle, for the calls made through it. Do not close
     /// it through this handle.
     public let unowned: FileDescriptor

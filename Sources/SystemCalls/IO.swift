@@ -8,8 +8,9 @@ import SystemPackage
 // retrying EINTR and throwing a SystemCallError that names the call and, when given, the path.
 
 /// Writes all of `bytes` to `descriptor`, retrying `EINTR` and short writes. A descriptor in
-/// non-blocking mode that would block throws `EAGAIN` with the bytes written so far in `written`
-/// (see ``writeSome(_:to:path:)`` for the caller that waits and goes on).
+/// non-blocking mode that would block throws `EAGAIN`, some of the bytes written (a caller that
+/// waits and goes on loops over ``writeSome(_:to:path:)`` and ``pollDescriptor(_:events:timeoutMilliseconds:)``
+/// itself, as JSONRPC's `FileDescriptorIO` does).
 public func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: FileDescriptor, path: String? = nil) throws(SystemCallError) {
     var offset = 0
     while offset < bytes.count {
@@ -64,4 +65,14 @@ public func pollDescriptors(_ descriptors: inout [pollfd], timeoutMilliseconds: 
     return Int(try descriptors.withUnsafeMutableBufferPointer { (entries) throws(SystemCallError) in
         try retryingInterrupts("poll") { poll(entries.baseAddress, count, timeoutMilliseconds) }
     })
+}
+
+/// `poll` on the one descriptor `descriptor` for `events` (`POLLIN`, `POLLOUT`) for at most
+/// `timeoutMilliseconds` (-1: without a limit, 0: a look without waiting): the events that occurred
+/// (`revents`, which may hold `POLLHUP`, `POLLERR` or `POLLNVAL` too), 0 on the timeout. An `EINTR`
+/// is retried with the whole timeout again. Allocates nothing.
+public func pollDescriptor(_ descriptor: FileDescriptor, events: Int16, timeoutMilliseconds: Int32) throws(SystemCallError) -> Int16 {
+    var entry = pollfd(fd: descriptor.rawValue, events: events, revents: 0)
+    _ = try retryingInterrupts("poll") { poll(&entry, 1, timeoutMilliseconds) }
+    return entry.revents
 }

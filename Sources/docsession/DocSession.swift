@@ -5,6 +5,8 @@ import FileStore
 import JSONRPC
 import Logging
 import Server
+import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -71,14 +73,24 @@ struct Serve: AsyncParsableCommand {
         // allocations (see MallocTuning; re-executes once).
         MallocTuning.reexecWithLargerThreadCache()
         // A file-size limit or a closed pipe must surface as EFBIG or EPIPE, not kill the server.
-        signal(SIGPIPE, SIG_IGN)
-        signal(SIGXFSZ, SIG_IGN)
+        // (Neither can fail: both signals can be ignored.)
+        try? ignoreSignal(SIGPIPE)
+        try? ignoreSignal(SIGXFSZ)
 
         // The protocol gets its own duplicate of stdout; fd 1 then points at stderr, so a stray
-        // print anywhere in the process cannot corrupt the protocol stream.
-        let protocolOutput = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
-        guard protocolOutput >= 0 else { throw ValidationError("cannot duplicate stdout: errno \(errno)") }
-        guard dup2(STDERR_FILENO, STDOUT_FILENO) >= 0 else { throw ValidationError("cannot redirect stdout: errno \(errno)") }
+        // print anywhere in the process cannot corrupt the protocol stream. The duplicate is the
+        // writer's until the process exits (`take()`: nothing closes it before).
+        let protocolOutput: Int32
+        do {
+            protocolOutput = try Descriptor.duplicate(.standardOutput, atLeast: 3).take()
+        } catch {
+            throw ValidationError("cannot duplicate stdout: errno \(error.errno.rawValue)")
+        }
+        do {
+            try duplicate(.standardError, onto: .standardOutput)
+        } catch {
+            throw ValidationError("cannot redirect stdout: errno \(error.errno.rawValue)")
+        }
 
         let logger = try LogSetup.bootstrap(level: logLevel.level, file: logFile)
         // Not a usage error: the file cannot be opened (printed as "Error: ...", exit status 1).

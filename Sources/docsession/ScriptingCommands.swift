@@ -1,5 +1,7 @@
 import ArgumentParser
 import Client
+import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -93,15 +95,14 @@ struct Run: ParsableCommand {
     func run() throws {
         let text: String
         if script == "-" {
-            var bytes: [UInt8] = []
-            while let chunk = FileDescriptorReader.read(STDIN_FILENO), !chunk.isEmpty { bytes += chunk }
-            text = String(decoding: bytes, as: UTF8.self)
+            text = String(decoding: FileDescriptorReader.readUntilEndOrError(.standardInput), as: UTF8.self)
         } else {
-            guard let contents = FileDescriptorReader.contents(of: script) else {
-                StandardError.write("docsession run: cannot read \(script): \(String(cString: strerror(errno)))")
+            do {
+                text = try FileDescriptorReader.contents(of: script)
+            } catch {
+                StandardError.write("docsession run: cannot read \(script): \(String(cString: strerror(error.errno.rawValue)))")
                 throw ExitCode(2)
             }
-            text = contents
         }
         let status: Int32
         do {
@@ -116,34 +117,32 @@ struct Run: ParsableCommand {
 
 /// Lines to stderr.
 enum StandardError {
+    /// Writes `line` and a newline (retrying EINTR and short writes); a failed write is dropped.
     static func write(_ line: String) {
-        let bytes = Array((line + "\n").utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
-            if written <= 0 { return }
-            offset += written
-        }
+        _ = try? writeAll(Array((line + "\n").utf8), to: .standardError)
     }
 }
 
 /// Reading a script.
 enum FileDescriptorReader {
-    static func read(_ fd: Int32) -> [UInt8]? {
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    /// What `descriptor` holds up to its end, or up to a failed read: what was read before the
+    /// failure is kept, the failure itself is not reported.
+    static func readUntilEndOrError(_ descriptor: FileDescriptor) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            return count < 0 ? nil : Array(buffer[..<count])
+            let count = chunk.withUnsafeMutableBytes { buffer in
+                try? readSome(into: buffer, from: descriptor)
+            }
+            guard let count, count > 0 else { return bytes }
+            bytes += chunk[..<count]
         }
     }
 
-    static func contents(of path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        while let chunk = read(fd), !chunk.isEmpty { bytes += chunk }
-        return String(decoding: bytes, as: UTF8.self)
+    /// The text of the file at `path`; throws only when it cannot be opened (a read that fails
+    /// after the open ends the text there, see ``readUntilEndOrError(_:)``).
+    static func contents(of path: String) throws(SystemCallError) -> String {
+        let file = try Descriptor.open(path, .readOnly)
+        return String(decoding: readUntilEndOrError(file.unowned), as: UTF8.self)
     }
 }

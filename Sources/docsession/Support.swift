@@ -1,5 +1,7 @@
 import ArgumentParser
 import Logging
+import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -48,16 +50,17 @@ enum LogSetup {
     static func bootstrap(level: Logger.Level, file: String?) throws -> Logger {
         var stream: TextOutputStreamTarget = .standardError
         if let file {
-            let fd = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-            guard fd >= 0 else {
-                throw ValidationError("cannot open --log-file \(file): \(String(cString: strerror(errno)))")
+            do {
+                stream = .file(LogFile(try Descriptor.open(
+                    file, .writeOnly, options: [.create, .append], permissions: FilePermissions(rawValue: 0o644))))
+            } catch {
+                throw ValidationError("cannot open --log-file \(file): \(String(cString: strerror(error.errno.rawValue)))")
             }
-            stream = .descriptor(fd)
         }
         let target = stream
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
-            if case .descriptor = target {
+            if case .file = target {
                 handler = StreamLogHandler(label: label, stream: target)
             }
             handler.logLevel = level
@@ -69,28 +72,28 @@ enum LogSetup {
     }
 }
 
+/// The `--log-file`, open for appending; the logging system keeps it (and its descriptor) for the
+/// process's life.
+final class LogFile: Sendable {
+    let descriptor: Descriptor
+    init(_ descriptor: consuming Descriptor) { self.descriptor = descriptor }
+}
+
 /// Where log lines go: stderr (fd 2, which fd 1 also points at once the server runs) or a file.
 enum TextOutputStreamTarget: TextOutputStream, Sendable {
     case standardError
-    case descriptor(Int32)
+    case file(LogFile)
 
+    /// Writes the line whole (retrying EINTR and short writes); a failed write is dropped.
     mutating func write(_ string: String) {
-        let fd: Int32
+        let descriptor: FileDescriptor
         switch self {
-        case .standardError: fd = STDERR_FILENO
-        case .descriptor(let descriptor): fd = descriptor
+        case .standardError: descriptor = .standardError
+        case .file(let file): descriptor = file.descriptor.unowned
         }
         var text = string
         text.withUTF8 { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                offset += written
-            }
+            _ = try? writeAll(UnsafeRawBufferPointer(buffer), to: descriptor)
         }
     }
 }
@@ -98,9 +101,7 @@ enum TextOutputStreamTarget: TextOutputStream, Sendable {
 /// The path of the running executable, so that `demo` can start the same binary as a server.
 enum CurrentExecutable {
     static var path: String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, Int(PATH_MAX))
-        if length > 0 { return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+        if let path = try? readLink("/proc/self/exe"), !path.isEmpty { return path }
         return CommandLine.arguments[0]
     }
 }
@@ -110,8 +111,7 @@ enum CurrentDirectory {
     /// `path` made absolute against the current directory (unchanged when already absolute).
     static func absolute(_ path: String) -> String {
         guard !path.hasPrefix("/") else { return path }
-        guard let cwd = getcwd(nil, 0) else { return path }
-        defer { free(cwd) }
-        return String(cString: cwd) + "/" + path
+        guard let cwd = try? currentDirectory() else { return path }
+        return cwd + "/" + path
     }
 }

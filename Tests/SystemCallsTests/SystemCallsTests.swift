@@ -347,3 +347,191 @@ private func installInterruptingHandler(_ signal: Int32) {
         #expect(count == 1 && byte == [42])
     }
 }
+
+@Suite struct PollTests {
+    @Test("pollDescriptor answers 0 on the timeout, then POLLIN once the pipe has data, then POLLHUP once the writer is gone")
+    func pollOneDescriptor() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        let reader = Descriptor(owningRawValue: ends[0])
+        let writer = Descriptor(owningRawValue: ends[1])
+        #expect(try pollDescriptor(reader.unowned, events: Int16(POLLIN), timeoutMilliseconds: 0) == 0)
+        #expect(try pollDescriptor(writer.unowned, events: Int16(POLLOUT), timeoutMilliseconds: 0) == Int16(POLLOUT))
+        try writeAll([9], to: writer.unowned)
+        #expect(try pollDescriptor(reader.unowned, events: Int16(POLLIN), timeoutMilliseconds: -1) == Int16(POLLIN))
+        try writer.close()
+        let events = try pollDescriptor(reader.unowned, events: Int16(POLLIN), timeoutMilliseconds: -1)
+        #expect(events & Int16(POLLHUP) != 0)
+    }
+}
+
+@Suite struct EventDescriptorTests {
+    @Test("notify makes the eventfd readable; reset answers the count and makes it unreadable again")
+    func notifyAndReset() throws {
+        let event = try EventDescriptor()
+        #expect(fcntl(event.descriptor.rawValue, F_GETFD) & FD_CLOEXEC != 0)
+        #expect(fcntl(event.descriptor.rawValue, F_GETFL) & O_NONBLOCK != 0)
+        #expect(try pollDescriptor(event.descriptor.unowned, events: Int16(POLLIN), timeoutMilliseconds: 0) == 0)
+        #expect(try event.reset() == 0)
+        try event.notify()
+        try event.notify()
+        #expect(try pollDescriptor(event.descriptor.unowned, events: Int16(POLLIN), timeoutMilliseconds: 0) == Int16(POLLIN))
+        #expect(try event.reset() == 2)
+        #expect(try pollDescriptor(event.descriptor.unowned, events: Int16(POLLIN), timeoutMilliseconds: 0) == 0)
+    }
+
+    @Test("a notify from another thread wakes a poll that waits without a limit")
+    func wakesAWaitingPoll() throws {
+        let event = try EventDescriptor()
+        let raw = event.descriptor.rawValue
+        let woken = Cell<Int16>(0)
+        let waiter = try startJoinableThread(name: "sc-event-wait") {
+            woken.set((try? pollDescriptor(FileDescriptor(rawValue: raw), events: Int16(POLLIN), timeoutMilliseconds: -1)) ?? -1)
+        }
+        try event.notify()
+        waiter.join()
+        #expect(woken.value == Int16(POLLIN))
+        #expect(try event.reset() == 1)
+    }
+}
+
+/// Duplicating descriptors and re-pointing one.
+@Suite struct DuplicateTests {
+    @Test("Descriptor.duplicate gives a close-on-exec number at or above the minimum, for the same pipe")
+    func duplicateAtLeast() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        let reader = Descriptor(owningRawValue: ends[0])
+        let writer = Descriptor(owningRawValue: ends[1])
+        let copy = try Descriptor.duplicate(writer.unowned, atLeast: 100)
+        #expect(copy.rawValue >= 100)
+        #expect(fcntl(copy.rawValue, F_GETFD) & FD_CLOEXEC != 0)
+        try writeAll([5, 6], to: copy.unowned)
+        try copy.close()
+        try writer.close()
+        #expect(try readToEnd(from: reader.unowned) == [5, 6])
+    }
+
+    @Test("Descriptor.duplicate of no descriptor is EBADF, naming fcntl")
+    func duplicateNoDescriptor() throws {
+        // (-1 rather than a closed number, which another test's open may take meanwhile.)
+        #expect(throws: SystemCallError(errno: .badFileDescriptor, call: "fcntl")) {
+            _ = try Descriptor.duplicate(FileDescriptor(rawValue: -1), atLeast: 3)
+        }
+    }
+
+    @Test("duplicate(_:onto:) makes the target write into the source's pipe, keeping the target's number")
+    func duplicateOnto() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        let reader = Descriptor(owningRawValue: ends[0])
+        let writer = Descriptor(owningRawValue: ends[1])
+        let target = try Descriptor.open("/dev/null", .writeOnly)
+        let number = target.rawValue
+        try duplicate(writer.unowned, onto: target.unowned)
+        #expect(target.rawValue == number)
+        try writeAll([1, 2, 3], to: target.unowned)
+        try target.close()
+        try writer.close()
+        #expect(try readToEnd(from: reader.unowned) == [1, 2, 3])
+    }
+
+    @Test("duplicate(_:onto:) from no descriptor is EBADF, naming dup2, and the target stays open")
+    func duplicateOntoFromNoDescriptor() throws {
+        let target = try Descriptor.open("/dev/null", .readOnly)
+        #expect(throws: SystemCallError(errno: .badFileDescriptor, call: "dup2")) {
+            try duplicate(FileDescriptor(rawValue: -1), onto: target.unowned)
+        }
+        #expect(isOpen(target.rawValue))
+    }
+}
+
+@Suite(.serialized) struct SignalTests {
+    /// The disposition of `signal` now, as a number (SIG_DFL 0, SIG_IGN 1, else a handler).
+    private func disposition(_ signal: Int32) -> Int {
+        var current = sigaction()
+        precondition(sigaction(signal, nil, &current) == 0)
+        return unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self)
+    }
+
+    @Test("ignoreSignal sets SIG_IGN, and a raised signal then does nothing")
+    func ignores() throws {
+        var previous = sigaction()
+        #expect(sigaction(SIGURG, nil, &previous) == 0)
+        defer { sigaction(SIGURG, &previous, nil) }
+        var handled = sigaction()
+        handled.__sigaction_handler.sa_handler = { _ in }
+        sigemptyset(&handled.sa_mask)
+        #expect(sigaction(SIGURG, &handled, nil) == 0)
+        #expect(disposition(SIGURG) != unsafeBitCast(SIG_IGN, to: Int.self))
+        try ignoreSignal(SIGURG)
+        #expect(disposition(SIGURG) == unsafeBitCast(SIG_IGN, to: Int.self))
+        #expect(raise(SIGURG) == 0)
+    }
+
+    @Test("SIGKILL cannot be ignored: EINVAL, naming sigaction")
+    func sigkill() {
+        #expect(throws: SystemCallError(errno: .invalidArgument, call: "sigaction")) {
+            try ignoreSignal(SIGKILL)
+        }
+    }
+}
+
+@Suite struct PathCallTests {
+    @Test("makeTemporaryDirectory makes a new 0700 directory under the prefix each time")
+    func temporaryDirectories() throws {
+        let parent = try TemporaryDirectory(prefix: "systemcalls-test")
+        let first = try makeTemporaryDirectory(prefix: parent.path + "/t-")
+        let second = try makeTemporaryDirectory(prefix: parent.path + "/t-")
+        #expect(first != second)
+        #expect(first.hasPrefix(parent.path + "/t-") && first.count == parent.path.count + 3 + 6)
+        let status = try fileStatus(first)
+        #expect(status.st_mode & S_IFMT == S_IFDIR)
+        #expect(status.st_mode & 0o777 == 0o700)
+        #expect(rmdir(first) == 0 && rmdir(second) == 0)
+    }
+
+    @Test("makeTemporaryDirectory in a missing directory: ENOENT, naming mkdtemp and the template")
+    func temporaryDirectoryInAMissingParent() {
+        #expect(throws: SystemCallError(errno: .noSuchFileOrDirectory, call: "mkdtemp", path: "/nonexistent-systemcalls-test/t-XXXXXX")) {
+            _ = try makeTemporaryDirectory(prefix: "/nonexistent-systemcalls-test/t-")
+        }
+    }
+
+    @Test("renameFile replaces the destination; a missing source is ENOENT naming rename and the source")
+    func rename() throws {
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        try directory.write("a", "new")
+        try directory.write("b", "old")
+        try renameFile(directory.file("a"), to: directory.file("b"))
+        #expect(try directory.contents("b") == Array("new".utf8))
+        #expect(access(directory.file("a"), F_OK) != 0)
+        #expect(throws: SystemCallError(errno: .noSuchFileOrDirectory, call: "rename", path: directory.file("a"))) {
+            try renameFile(directory.file("a"), to: directory.file("c"))
+        }
+    }
+
+    @Test("readLink answers a link's target, the longest Linux allows too; a file that is no link is EINVAL")
+    func readLinks() throws {
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        // 4,095 bytes: a symlink's target is at most PATH_MAX - 1.
+        let long = String(repeating: "d/", count: 2047) + "e"
+        #expect(symlink("target", directory.file("short")) == 0)
+        #expect(symlink(long, directory.file("long")) == 0)
+        #expect(try readLink(directory.file("short")) == "target")
+        #expect(try readLink(directory.file("long")) == long)
+        try directory.write("file", "x")
+        #expect(throws: SystemCallError(errno: .invalidArgument, call: "readlink", path: directory.file("file"))) {
+            _ = try readLink(directory.file("file"))
+        }
+    }
+
+    @Test("currentDirectory is the process's working directory")
+    func workingDirectory() throws {
+        let path = try currentDirectory()
+        #expect(path.hasPrefix("/"))
+        let here = try fileStatus(".")
+        let there = try fileStatus(path)
+        #expect(here.st_dev == there.st_dev && here.st_ino == there.st_ino)
+    }
+}
