@@ -55,10 +55,12 @@ extension Server {
     struct RequestEntry: Sendable {
         let method: String
         /// Decodes the params, runs the handler, encodes the result.
-        let run: @Sendable (Server, Request, RequestContext) async -> Reply
+        let run: @Sendable (isolated Server, Request, RequestContext) async -> Reply
 
+        /// `handler` runs on the server's executor, as the entry's `run` does: no hop between them.
         init<R: RequestType>(
-            _ type: R.Type, _ handler: @escaping @Sendable (Server, R, RequestContext) async throws(ResponseError) -> Answer<R.Result>
+            _ type: R.Type,
+            _ handler: @escaping @Sendable (isolated Server, R, RequestContext) async throws(ResponseError) -> Answer<R.Result>
         ) {
             method = R.method
             run = { server, request, context in
@@ -78,9 +80,9 @@ extension Server {
     /// One notification of the registry.
     struct NotificationEntry: Sendable {
         let method: String
-        let run: @Sendable (Server, Notification) async -> Void
+        let run: @Sendable (isolated Server, Notification) async -> Void
 
-        init<N: NotificationType>(_ type: N.Type, _ handler: @escaping @Sendable (Server, N) async -> Void) {
+        init<N: NotificationType>(_ type: N.Type, _ handler: @escaping @Sendable (isolated Server, N) async -> Void) {
             method = N.method
             run = { server, notification in
                 do throws(ResponseError) {

@@ -71,7 +71,8 @@ extension Server {
 
     /// `exit`: status 0 after shutdown, else 1.
     func exit() {
-        exitStatus = lifecycle == .shutDown ? 0 : 1
+        let status: Int32 = lifecycle == .shutDown ? 0 : 1
+        exitState.withLock { $0 = status }
     }
 
     /// `$/setTrace` (a bad value cannot be answered: ``NotificationEntry`` logs and ignores it).

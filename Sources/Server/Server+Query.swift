@@ -4,8 +4,8 @@ import JSON
 import JSONRPC
 import Synchronization
 
-/// The live queries of a server (`workspace/query` with `watch`), by id. Touched only by the
-/// dispatcher, in request order, like the rest of the server's state.
+/// The live queries of a server (`workspace/query` with `watch`), by id. Isolated to the server,
+/// like the rest of its state: touched in request order, never by a `Reply.later` closure.
 struct WorkspaceQueries {
     /// The live queries, by id (`q1`, `q2`, ...).
     var live: [String: LiveQuery] = [:]

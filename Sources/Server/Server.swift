@@ -4,12 +4,15 @@ import DocumentSession
 import JSONRPC
 import TextBuffer
 import Logging
+import Synchronization
 
 /// The protocol's method table and lifecycle: it decodes params into core types, calls the core,
 /// and encodes results. It is the only module that knows both the wire and the core.
 ///
-/// The connection calls it from one task, in arrival order, so its state needs no lock.
-public final class Server: MessageHandler {
+/// An actor on its store's executor (the loop's thread): its state is touched on that one thread
+/// only, which the compiler checks, and its calls to the store need no hop. The connection calls it
+/// in arrival order.
+public actor Server: MessageHandler {
     /// The server's name and version, as `initialize` and `--version` report them.
     public static let name = "docsession"
     public static let version = "0.1.0"
@@ -45,7 +48,10 @@ public final class Server: MessageHandler {
     }
 
     public internal(set) var lifecycle: Lifecycle = .uninitialized
-    public internal(set) var exitStatus: Int32?
+    /// Set by `exit`; the connection reads it after each message (``exitStatus``).
+    let exitState = Mutex<Int32?>(nil)
+    /// The exit status once `exit` has been handled.
+    public nonisolated var exitStatus: Int32? { exitState.withLock { $0 } }
     /// The position encoding chosen at `initialize` (utf-16 until then, LSP's default).
     public internal(set) var positionEncoding: PositionEncoding = .utf16
     /// The trace level set by `initialize` or `$/setTrace`.
@@ -54,8 +60,12 @@ public final class Server: MessageHandler {
     let writer: MessageWriter
     let logger: Logger
     let configuration: Configuration
-    /// The open documents; their state changes go out as `document/stateChanged`.
+    /// The open documents; their state changes go out as `document/stateChanged`. Its executor is
+    /// the server's.
     let store: DocumentStore
+
+    /// The store's executor: the server and the store are isolated to the same thread.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { store.unownedExecutor }
     /// The sandbox roots in force (`--root`, narrowed by `initialize`); nil: no roots.
     var roots: SandboxRoots?
     /// The live workspace queries (`workspace/query` with `watch`), by id.
@@ -223,10 +233,15 @@ public final class Server: MessageHandler {
     /// `document/edit` is answered synchronously when the request path runs on the store's thread
     /// (the loop) and nothing is traced: no task switch, no job. Everything else, and an edit
     /// before `initialize` or after `shutdown`, goes down ``handle(_:context:)``.
-    public func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
-        guard request.method == EditDocumentRequest.method, lifecycle == .running, trace == .off, store.isOnItsThread else {
-            return nil
-        }
+    public nonisolated func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
+        // On the store's thread is on the server's executor.
+        guard request.method == EditDocumentRequest.method, store.isOnItsThread else { return nil }
+        return assumeIsolated { server in server.answerEditNow(request) }
+    }
+
+    /// ``answerImmediately(_:context:)`` on the server's executor.
+    private func answerEditNow(_ request: Request) -> Result<JSONValue, ResponseError>? {
+        guard lifecycle == .running, trace == .off else { return nil }
         do throws(ResponseError) {
             return .success(try editNow(EditDocumentRequest.decode(request)).json)
         } catch {
@@ -235,7 +250,7 @@ public final class Server: MessageHandler {
     }
 
     /// `document/edit`'s params are read straight from the parsed text (``EditDocumentRequest/init(view:)``).
-    public var paramsPredecoder: ParamsPredecoder? { EditDocumentRequest.predecode }
+    public nonisolated var paramsPredecoder: ParamsPredecoder? { EditDocumentRequest.predecode }
 
     public func handle(_ notification: Notification) async {
         traceReceived("notification '\(notification.method)'.", params: notification.params)

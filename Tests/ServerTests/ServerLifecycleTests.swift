@@ -44,7 +44,7 @@ struct ServerLifecycleTests {
         let (server, _) = makeServer()
         #expect(errorCode(await call(server, "shutdown")) == -32002)
         #expect(errorCode(await call(server, "no/such")) == -32002)
-        #expect(server.lifecycle == .uninitialized)
+        #expect(await server.lifecycle == .uninitialized)
     }
 
     @Test("the first position encoding the client lists wins",
@@ -60,7 +60,7 @@ struct ServerLifecycleTests {
         let params: JSONValue = ["capabilities": ["general": ["positionEncodings": .array(offered.map { .string($0) })]]]
         let result = try await call(server, "initialize", params).get()
         #expect(result["capabilities"]?["positionEncoding"] == .string(chosen))
-        #expect(server.positionEncoding.rawValue == chosen)
+        #expect(await server.positionEncoding.rawValue == chosen)
     }
 
     @Test("the short form capabilities.positionEncodings is read too; nothing listed means utf-16")
@@ -84,12 +84,12 @@ struct ServerLifecycleTests {
         }
         #expect(error.code == .invalidParams)
         #expect(error.data?["field"] == "params.capabilities.general.positionEncodings[1]")
-        #expect(server.lifecycle == .uninitialized)
+        #expect(await server.lifecycle == .uninitialized)
         #expect(errorCode(await call(server, "initialize", ["trace": "loud"])) == -32602)
         #expect(errorCode(await call(server, "initialize", ["processId": "12"])) == -32602)
         #expect(errorCode(await call(server, "initialize", [1, 2])) == -32602)
         #expect((try? await call(server, "initialize", ["processId": 12]).get()) != nil)
-        #expect(server.lifecycle == .running)
+        #expect(await server.lifecycle == .running)
     }
 
     @Test("a second initialize is -32600; unknown methods are -32601")
@@ -108,7 +108,7 @@ struct ServerLifecycleTests {
         #expect(errorCode(await call(server, "$/cancelRequest", ["id": 1])) == -32600)
         #expect(server.exitStatus == nil)
         await server.handle(Notification(method: "shutdown"))
-        #expect(server.lifecycle == .running)
+        #expect(await server.lifecycle == .running)
     }
 
     @Test("shutdown answers null, then requests get -32600 and exit gives status 0")
@@ -127,7 +127,7 @@ struct ServerLifecycleTests {
         let (server, _) = makeServer()
         _ = await call(server, "initialize")
         #expect(errorCode(await call(server, "shutdown", ["now": true])) == -32602)
-        #expect(server.lifecycle == .running)
+        #expect(await server.lifecycle == .running)
     }
 
     @Test("exit without shutdown gives status 1, even before initialize")
@@ -163,7 +163,7 @@ struct ServerLifecycleTests {
         await server.handle(Notification(method: "$/setTrace", params: ["value": "off"]))
         _ = await call(server, "no/such", id: 7)
         #expect(sent.all.count == 6)
-        #expect(server.trace == .off)
+        #expect(await server.trace == .off)
     }
 
     @Test("a bad $/setTrace is ignored")
@@ -172,6 +172,6 @@ struct ServerLifecycleTests {
         _ = await call(server, "initialize", ["trace": "messages"])
         await server.handle(Notification(method: "$/setTrace", params: ["value": "everything"]))
         await server.handle(Notification(method: "$/setTrace", params: nil))
-        #expect(server.trace == .messages)
+        #expect(await server.trace == .messages)
     }
 }
