@@ -137,6 +137,28 @@ struct ServerLifecycleTests {
         #expect(server.exitStatus == 1)
     }
 
+    @Test("exit and initialized are acted on whatever their params (they are not read)")
+    func notificationParamsNotRead() async {
+        let (server, _) = makeServer()
+        await server.handle(Notification(method: "initialized", params: [1]))
+        await server.handle(Notification(method: "exit", params: ["any": "thing"]))
+        #expect(server.exitStatus == 1)
+    }
+
+    @Test("every params member is checked before the store is asked: a bad member of a request for an unknown document is -32602")
+    func paramsBeforeStore() async throws {
+        let (server, _) = makeServer()
+        _ = await call(server, "initialize")
+        let unknown = await call(server, "document/delete", ["document": "d404"])
+        #expect(errorCode(unknown) == -32011)
+        guard case .failure(let error) = await call(server, "document/delete", ["document": "d404", "discard": "yes"]) else {
+            Issue.record("a bad discard was accepted")
+            return
+        }
+        #expect(error.code == .invalidParams)
+        #expect(error.message == "params.discard: expected a boolean, got a string")
+    }
+
     @Test("end of input gives status 0 after shutdown, else 1")
     func endOfInput() async {
         let (server, _) = makeServer()
