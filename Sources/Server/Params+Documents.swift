@@ -82,9 +82,12 @@ extension Params {
     }
 }
 
-/// The params of `document/edit`, read and checked: from a `JSONValue` (every refusal worded), or
-/// straight from the parsed text by the connection's predecoder (``init(view:)``).
-struct EditParams: PredecodedParams {
+/// `document/edit` → ``EditDocumentResult``: its params read and checked from a `JSONValue` (every
+/// refusal worded), or straight from the parsed text by the connection's predecoder
+/// (``init(view:)``).
+struct EditDocumentRequest: RequestType, PredecodedParams {
+    static let method = "document/edit"
+    typealias Result = EditDocumentResult
     var handle: String
     var version: Int64
     var edits: [TextEdit]
@@ -95,7 +98,10 @@ struct EditParams: PredecodedParams {
     var merge: Bool { undoMerge ?? false }
 
     init(_ rawParams: JSONValue?) throws(ResponseError) {
-        let params = try Params(byName: rawParams, method: "document/edit")
+        try self.init(params: Params(byName: rawParams, method: Self.method))
+    }
+
+    init(params: Params) throws(ResponseError) {
         handle = try params.string("document")
         version = try params.integer("version", in: 0...Int64.max)
         edits = try params.textEdits("edits")
@@ -105,7 +111,7 @@ struct EditParams: PredecodedParams {
         label = try undo?.optionalString("label")
     }
 
-    /// The params read from json-c's tree when they are exactly what ``init(_:)`` accepts, with
+    /// The params read from json-c's tree when they are exactly what ``init(params:)`` accepts, with
     /// no member it does not know and no `null`; `nil` otherwise (the request then goes the
     /// ordinary way, which words the refusal or ignores the unknown member).
     init?(view params: JSONCView) {
@@ -209,12 +215,12 @@ struct EditParams: PredecodedParams {
 
     /// The connection's predecoder: `document/edit` only.
     static func predecode(_ method: String, _ params: JSONCView) -> (any PredecodedParams)? {
-        method == "document/edit" ? EditParams(view: params) : nil
+        method == Self.method ? EditDocumentRequest(view: params) : nil
     }
 
     /// The request's params, predecoded or read now.
-    static func of(_ request: Request) throws(ResponseError) -> EditParams {
-        if let predecoded = request.predecoded as? EditParams { return predecoded }
-        return try EditParams(request.params)
+    static func decode(_ request: Request) throws(ResponseError) -> EditDocumentRequest {
+        if let predecoded = request.predecoded as? EditDocumentRequest { return predecoded }
+        return try EditDocumentRequest(request.params)
     }
 }

@@ -13,10 +13,9 @@ import JSONRPC
 /// checked object (a name in a pinned directory) and reports the path recorded.
 extension Server {
     /// `document/delete`: `{uri | document, discard?}` → `{deleted: true, closed}`.
-    func deleteDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "document/delete")
-        let source = try await sourceFile(params)
-        let discard = try params.optionalBool("discard") ?? false
+    func deleteDocument(_ params: DeleteDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<DeleteDocumentResult> {
+        let source = try await sourceFile(params.source)
+        let discard = params.discard
         try Self.requireRegularFile(source)
         let file = source.operand
         let store = store
@@ -26,48 +25,44 @@ extension Server {
         } catch {
             throw Self.responseError(error, id: context.id)
         }
-        let work: @Sendable () async -> Result<JSONValue, ResponseError> = {
+        let work: @Sendable () async -> Result<DeleteDocumentResult, ResponseError> = {
             defer { withExtendedLifetime(source) {} }
             do throws(FileOperationError) {
-                let closed = try await store.finishDelete(ticket, file, discard: discard)
-                return .success(["deleted": true, "closed": closed.map { .string($0) } ?? .null])
+                return .success(DeleteDocumentResult(closed: try await store.finishDelete(ticket, file, discard: discard)))
             } catch {
                 return .failure(Self.responseError(error, id: context.id))
             }
         }
         // Nothing running on the document: in request order (the unlink runs on a thread of its
         // own meanwhile). Otherwise after the save, revert or close running on it, off the queue.
-        return ticket.runsAtOnce ? .now(await work()) : .later(work)
+        guard ticket.runsAtOnce else { return .later(work) }
+        return .now(try await work().get())
     }
 
     /// `document/move`: `{uri | document, to, replace?}` → `{uri, displayName, fileType, document}`.
-    func moveDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "document/move")
-        let source = try await sourceFile(params)
-        let destination = try requestPath(params, "to", mustExist: false)
-        let replace = try params.optionalBool("replace") ?? false
-        return try await move(source, to: destination, replace: replace, context)
+    func moveDocument(_ params: MoveDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<MoveDocumentResult> {
+        let source = try await sourceFile(params.source)
+        let destination = try checkPath(params.destination, field: "params.to", mustExist: false)
+        return try await move(source, to: destination, replace: params.replace, context)
     }
 
     /// `document/rename`: `{uri | document, name}` → as `document/move`, in the same directory.
-    func renameDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "document/rename")
-        let source = try await sourceFile(params)
-        let name = try Self.fileName(params, "name")
+    func renameDocument(_ params: RenameDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<MoveDocumentResult> {
+        let source = try await sourceFile(params.source)
+        let name = params.name
         let directory = Self.directory(of: source.request.path)
-        let destination = try checkPath(directory == "/" ? "/" + name : directory + "/" + name, field: params.fieldPath("name"), mustExist: false)
+        let destination = try checkPath(directory == "/" ? "/" + name : directory + "/" + name, field: "params.name", mustExist: false)
         return try await move(source, to: destination, replace: false, context)
     }
 
     /// `workspace/import`: `{from, directory, name?, open?}` → `{uri, name, document?}`: a copy of
     /// `from` in `directory` under `name` or the next free name (`report 2.txt`), never replacing.
-    func importFile(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "workspace/import")
-        let from = try requestPath(params, "from", mustExist: true)
-        let directory = try requestPath(params, "directory", mustExist: true)
-        let name = try params.value("name") == nil ? Document.displayName(forPath: try params.filePath("from")) : Self.fileName(params, "name")
-        let open = try params.optionalBool("open") ?? false
-        try Self.requireCopySource(from, field: params.fieldPath("from"))
+    func importFile(_ params: ImportFileRequest, _ context: RequestContext) throws(ResponseError) -> Answer<ImportFileResult> {
+        let from = try checkPath(params.from, field: "params.from", mustExist: true)
+        let directory = try checkPath(params.directory, field: "params.directory", mustExist: true)
+        let name = params.name
+        let open = params.open
+        try Self.requireCopySource(from, field: "params.from")
         let store = store
         return .later {
             let outcome = await runOnOwnThread { () -> Result<(path: String, identity: FileIdentity), FileSystemError> in
@@ -83,30 +78,31 @@ extension Server {
             case .failure(let error): return .failure(Self.responseError(.document(.fileSystem(error)), id: context.id))
             }
             let path = directory.path == "/" ? "/" + copied : directory.path + "/" + copied
-            var result: JSONObject = ["uri": .string(FileURI.uri(from: path)), "name": .string(copied)]
+            var result = ImportFileResult(path: path, name: copied)
             if open {
                 do throws(DocumentError) {
-                    result["document"] = Self.info(try await store.open(path: path, encoding: nil), includeText: true)
+                    result.document = DocumentInfo(try await store.open(path: path, encoding: nil), includeText: true)
                 } catch {
                     return .failure(Self.responseError(error, id: context.id))
                 }
             }
-            return .success(.object(result))
+            return .success(result)
         }
     }
 
     /// `workspace/export`: `{document | uri, to, replace?}` → `{uri, size}`: a document's current
     /// text, or a copy of a file, written to `to`.
-    func exportFile(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "workspace/export")
-        try Self.requireOneSource(params)
-        let handle = try params.optionalString("document")
-        let source = handle == nil ? try requestPath(params, "uri", mustExist: true) : nil
-        let destination = try requestPath(params, "to", mustExist: false)
-        let replace = try params.optionalBool("replace") ?? false
+    func exportFile(_ params: ExportFileRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<ExportFileResult> {
+        let source: RequestPath?
+        switch params.source {
+        case .document: source = nil
+        case .file(let path): source = try checkPath(path, field: "params.uri", mustExist: true)
+        }
+        let destination = try checkPath(params.destination, field: "params.to", mustExist: false)
+        let replace = params.replace
         let target = FileOperand(path: destination.path, entry: destination.entryPath)
         let store = store
-        if let handle {
+        if case .document(let handle) = params.source {
             // The text as of this request: edits sent after it are not exported.
             let ticket: ExportTicket
             do throws(DocumentError) {
@@ -118,14 +114,14 @@ extension Server {
                 defer { withExtendedLifetime(destination) {} }
                 do throws(DocumentError) {
                     let written = try await DocumentStore.finishExport(ticket, replace: replace)
-                    return .success(["uri": .string(FileURI.uri(from: destination.path)), "size": .integer(written.size)])
+                    return .success(ExportFileResult(path: destination.path, size: written.size))
                 } catch {
                     return .failure(Self.responseError(.document(error), id: context.id))
                 }
             }
         }
         let from = source!
-        try Self.requireCopySource(from, field: params.fieldPath("uri"))
+        try Self.requireCopySource(from, field: "params.uri")
         do throws(DocumentError) {
             try await store.checkNotOpen(destination.path)
         } catch {
@@ -141,7 +137,7 @@ extension Server {
             }
             switch outcome {
             case .success(let identity):
-                return .success(["uri": .string(FileURI.uri(from: destination.path)), "size": .integer(identity.size)])
+                return .success(ExportFileResult(path: destination.path, size: identity.size))
             case .failure(let error):
                 return .failure(Self.responseError(.document(.fileSystem(error)), id: context.id))
             }
@@ -154,7 +150,7 @@ extension Server {
     /// file systems a copy, a flush, then the unlink) runs on a thread of its own, under the lock of
     /// the file's document if it is open; that document follows (`document/didMove` before the
     /// response).
-    private func move(_ source: SourceFile, to destination: RequestPath, replace: Bool, _ context: RequestContext) async throws(ResponseError) -> Reply {
+    private func move(_ source: SourceFile, to destination: RequestPath, replace: Bool, _ context: RequestContext) async throws(ResponseError) -> Answer<MoveDocumentResult> {
         try Self.requireRegularFile(source)
         let from = source.operand
         let to = FileOperand(path: destination.path, entry: destination.entryPath)
@@ -169,12 +165,7 @@ extension Server {
             defer { withExtendedLifetime((source, destination)) {} }
             do throws(FileOperationError) {
                 let moved = try await store.finishMove(ticket, from: from, to: to, replace: replace)
-                return .success([
-                    "uri": .string(FileURI.uri(from: moved.path)),
-                    "displayName": .string(Document.displayName(forPath: moved.path)),
-                    "fileType": .string(FileType.identifier(forPath: moved.path)),
-                    "document": moved.handle.map { .string($0) } ?? .null,
-                ])
+                return .success(MoveDocumentResult(path: moved.path, handle: moved.handle))
             } catch {
                 return .failure(Self.responseError(error, id: context.id))
             }
@@ -194,39 +185,22 @@ extension Server {
         var operand: FileOperand { FileOperand(path: request.path, entry: request.entryPath) }
     }
 
-    private func sourceFile(_ params: Params) async throws(ResponseError) -> SourceFile {
-        try Self.requireOneSource(params)
-        if try params.optionalString("uri") != nil {
-            let given = try params.filePath("uri")
-            return SourceFile(given: given, request: try requestPath(params, "uri", mustExist: true), field: params.fieldPath("uri"))
+    private func sourceFile(_ source: FileSource) async throws(ResponseError) -> SourceFile {
+        let handle: String
+        switch source {
+        case .uri(let given):
+            return SourceFile(given: given, request: try checkPath(given, field: "params.uri", mustExist: true), field: "params.uri")
+        case .document(let given):
+            handle = given
         }
-        let handle = try params.string("document")
         let document: Document
         do throws(DocumentError) {
             document = try await store.document(handle)
         } catch {
             throw Self.responseError(error, id: .null)
         }
-        let field = params.fieldPath("document")
+        let field = "params.document"
         return SourceFile(given: document.path, request: try checkPath(document.path, field: field, mustExist: true), field: field)
-    }
-
-    /// Exactly one of `uri` and `document`.
-    private static func requireOneSource(_ params: Params) throws(ResponseError) {
-        switch (params.value("uri"), params.value("document")) {
-        case (nil, nil): throw .invalidParams(field: params.fieldPath("uri"), "missing (a file URI, or a document handle as `document`, is required)")
-        case (.some, .some): throw .invalidParams(field: params.fieldPath("document"), "give either `uri` or `document`, not both")
-        default: return
-        }
-    }
-
-    /// A plain file name: not empty, `.` or `..`, without `/` or NUL.
-    private static func fileName(_ params: Params, _ key: String) throws(ResponseError) -> String {
-        let name = try params.string(key)
-        if name.isEmpty || name == "." || name == ".." || name.utf8.contains(UInt8(ascii: "/")) || name.utf8.contains(0) {
-            throw .invalidParams(field: params.fieldPath(key), "not a file name (a name is not empty, ‘.’ or ‘..’, and holds no ‘/’ or NUL)")
-        }
-        return name
     }
 
     private static func directory(of path: String) -> String {

@@ -12,81 +12,30 @@ public enum TraceLevel: String, Sendable, CaseIterable {
 extension Server {
     /// `initialize`: negotiates the position encoding and the trace level; answers the server's
     /// info and capabilities.
-    func initialize(_ rawParams: JSONValue?) async throws(ResponseError) -> JSONValue {
-        let params = try Params(byName: rawParams, method: "initialize")
-        // Read everything before changing anything: a bad field leaves the server uninitialized.
-        _ = try params.optionalInteger("processId")
-        if let clientInfo = try params.optionalObject("clientInfo") {
-            _ = try clientInfo.string("name")
-            _ = try clientInfo.optionalString("version")
-        }
-        let traceLevel = try params.optionalEnumeration("trace", TraceLevel.allCases.map(\.rawValue))
-        var offered: [String]? = nil
-        if let capabilities = try params.optionalObject("capabilities") {
-            // LSP 3.17 puts the list under capabilities.general; the short form is accepted too.
-            if let general = try capabilities.optionalObject("general") {
-                offered = try general.optionalStringArray("positionEncodings")
-            }
-            let short = try capabilities.optionalStringArray("positionEncodings")
-            if offered?.isEmpty ?? true { offered = short }
-        }
+    func initialize(_ params: InitializeRequest) async throws(ResponseError) -> InitializeResult {
+        // Everything is read and checked before anything changes: a bad field leaves the server
+        // uninitialized.
+        let narrowedRoots = try params.roots.map { (paths) throws(ResponseError) in try narrowRoots(to: paths) }
         // The first encoding the client lists that the server knows; utf-16 when none is listed
         // (every LSP client must support it).
-        let chosen = offered?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
-        var autosave = AutosavePolicy.off
-        var narrowedRoots: SandboxRoots? = nil
-        if let options = try params.optionalObject("initializationOptions") {
-            if let settings = try options.optionalObject("autosave") {
-                let policy = try settings.optionalEnumeration("policy", ["off", "afterDelay"]) ?? "off"
-                let delay = try settings.optionalInteger("delay", in: 1...86_400_000)
-                if policy == "afterDelay" { autosave = .afterDelay(milliseconds: Int(delay ?? 2000)) }
-            }
-            narrowedRoots = try clientRoots(options)
-        }
+        let chosen = params.positionEncodings?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
 
         positionEncoding = chosen
         if let narrowedRoots { roots = narrowedRoots }
         await store.setRoots(roots)
-        if let traceLevel { trace = TraceLevel(rawValue: traceLevel) ?? .off }
+        if let traceLevel = params.trace { trace = traceLevel }
         lifecycle = .running
-        await store.setAutosave(autosave)
+        await store.setAutosave(params.autosave)
         await store.setPositionEncoding(chosen)
-        let autosaveJSON: JSONValue
-        switch autosave {
-        case .off: autosaveJSON = ["policy": "off"]
-        case .afterDelay(let milliseconds): autosaveJSON = ["policy": "afterDelay", "delay": .integer(Int64(milliseconds))]
-        }
-        return [
-            "serverInfo": ["name": .string(Self.name), "version": .string(Self.version)],
-            "capabilities": [
-                "positionEncoding": .string(chosen.rawValue),
-                "maxMessageSize": .integer(Int64(configuration.maxMessageSize)),
-                "batches": true,
-                "cancellation": true,
-                "autosave": autosaveJSON,
-                "watchFiles": .bool(configuration.watchFiles),
-                "versions": .bool(await store.keepsVersions),
-                "roots": roots.map { .array($0.paths.map { .string(FileURI.uri(from: $0)) }) } ?? .null,
-            ],
-        ]
+        return InitializeResult(
+            positionEncoding: chosen, maxMessageSize: configuration.maxMessageSize, autosave: params.autosave,
+            watchFiles: configuration.watchFiles, keepsVersions: await store.keepsVersions, roots: roots)
     }
 
-    /// `initializationOptions.roots`: directories (file URIs) that narrow the server's roots; each
-    /// must lie within them (or anywhere, when the server has none). Absent: nothing changes.
-    private func clientRoots(_ options: Params) throws(ResponseError) -> SandboxRoots? {
-        guard let uris = try options.optionalStringArray("roots") else { return nil }
-        let field = options.fieldPath("roots")
-        guard !uris.isEmpty else {
-            throw .invalidParams(field: field, "an empty list would allow nothing; leave roots out to keep the server's")
-        }
-        var paths: [String] = []
-        for (index, uri) in uris.enumerated() {
-            do throws(FileURI.Invalid) {
-                paths.append(try FileURI.path(from: uri))
-            } catch {
-                throw .invalidParams(field: "\(field)[\(index)]", error.reason)
-            }
-        }
+    /// `initializationOptions.roots` (paths): directories that narrow the server's roots; each
+    /// must lie within them (or anywhere, when the server has none).
+    private func narrowRoots(to paths: [String]) throws(ResponseError) -> SandboxRoots {
+        let field = InitializeRequest.rootsField
         if let roots {
             do throws(SandboxError) {
                 return try roots.narrowed(to: paths)
@@ -107,8 +56,7 @@ extension Server {
     }
 
     /// `shutdown`: stop accepting work; answers null.
-    func shutdown(_ params: JSONValue?) async throws(ResponseError) -> JSONValue {
-        try Params.expectNone(params, method: "shutdown")
+    func shutdown(_ params: ShutdownRequest) async -> NullResult {
         lifecycle = .shutDown
         // Live queries end: no workspace/didChangeFiles after the response.
         stopAllQueries()
@@ -118,25 +66,18 @@ extension Server {
         // queued behind the saves at nice 10), not dropped when the process exits.
         let left = await store.finishVersionWrites(within: .seconds(10))
         if left > 0 { logger.warning("\(left) earlier versions not written by shutdown's deadline (10 s); they are dropped") }
-        return .null
+        return NullResult()
     }
 
     /// `exit`: status 0 after shutdown, else 1.
     func exit() {
-        exitStatus = lifecycle == .shutDown ? 0 : 1
+        let status: Int32 = lifecycle == .shutDown ? 0 : 1
+        exitState.withLock { $0 = status }
     }
 
-    /// `$/setTrace`: a notification, so a bad value cannot be answered; it is logged and ignored.
-    func setTrace(_ rawParams: JSONValue?) {
-        do throws(ResponseError) {
-            let params = try Params(byName: rawParams, method: "$/setTrace")
-            guard let value = try params.optionalEnumeration("value", TraceLevel.allCases.map(\.rawValue)) else {
-                throw ResponseError.invalidParams(field: "params.value", "missing")
-            }
-            trace = TraceLevel(rawValue: value) ?? .off
-        } catch {
-            logger.warning("ignored $/setTrace: \(error.message)")
-        }
+    /// `$/setTrace` (a bad value cannot be answered: ``NotificationEntry`` logs and ignores it).
+    func setTrace(_ params: SetTraceNotification) {
+        trace = params.value
     }
 
     // MARK: - Tracing

@@ -4,8 +4,8 @@ import JSON
 import JSONRPC
 import Synchronization
 
-/// The live queries of a server (`workspace/query` with `watch`), by id. Touched only by the
-/// dispatcher, in request order, like the rest of the server's state.
+/// The live queries of a server (`workspace/query` with `watch`), by id. Isolated to the server,
+/// like the rest of its state: touched in request order, never by a `Reply.later` closure.
 struct WorkspaceQueries {
     /// The live queries, by id (`q1`, `q2`, ...).
     var live: [String: LiveQuery] = [:]
@@ -94,18 +94,11 @@ extension Server {
     /// `workspace/query`: the regular files under a directory that match a glob, sorted by relative
     /// path; with `watch`, a live query whose changes follow as `workspace/didChangeFiles`. The
     /// directory is read off the loop thread, in request order.
-    func query(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "workspace/query")
-        let root = try requestPath(params, "root", mustExist: true)
-        let recursive = try params.optionalBool("recursive") ?? true
-        let watching = try params.optionalBool("watch") ?? false
-        let globText = try params.optionalString("glob") ?? (recursive ? "**/*" : "*")
-        let pattern: GlobPattern
-        do throws(GlobError) {
-            pattern = try GlobPattern(globText)
-        } catch {
-            throw .invalidParams(field: "params.glob", error.description)
-        }
+    func query(_ params: QueryRequest, _ context: RequestContext) async throws(ResponseError) -> QueryResult {
+        let root = try checkPath(params.root, field: "params.root", mustExist: true)
+        let recursive = params.recursive
+        let watching = params.watch
+        let pattern = params.pattern
         let rootPath = root.path
         let roots = roots
         let store = store
@@ -123,7 +116,7 @@ extension Server {
             case .success(let entries):
                 let open = OpenFiles(await store.openFiles)
                 let files = entries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
-                return .now(.success(["query": .null, "files": .array(files)]))
+                return QueryResult(query: nil, files: files)
             case .failure(let error):
                 throw Self.fileSystemError(error)
             }
@@ -165,18 +158,17 @@ extension Server {
 
         let open = OpenFiles(await store.openFiles)
         let files = watch.initialEntries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
-        return .now(.success(["query": .string(id), "files": .array(files)]))
+        return QueryResult(query: id, files: files)
     }
 
     /// `workspace/stopQuery`: ends a live query; nothing more is sent for it after the response.
-    func stopQuery(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "workspace/stopQuery")
-        let id = try params.string("query")
+    func stopQuery(_ params: StopQueryRequest) throws(ResponseError) -> NullResult {
+        let id = params.query
         guard let query = queries.live.removeValue(forKey: id) else {
             throw ResponseError(.unknownQuery, "No live query has the id \"\(id)\"", data: ["query": .string(id)])
         }
         query.stop()
-        return .now(.success(.null))
+        return NullResult()
     }
 
     /// Stops every live query (`shutdown`).

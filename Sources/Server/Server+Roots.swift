@@ -19,20 +19,11 @@ struct RequestPath: Sendable {
 }
 
 extension Server {
-    /// Reads the file URI at `key` of `params` and checks it against the roots; `mustExist: false`
-    /// for a file the request may create (its directory must exist beneath a root).
-    func requestPath(_ params: Params, _ key: String, mustExist: Bool) throws(ResponseError) -> RequestPath {
-        let path = try params.filePath(key)
-        return try checkPath(path, field: params.fieldPath(key), mustExist: mustExist)
-    }
-
-    /// The file URI at `key` of `params` naming a file to create: with roots, its directory is
-    /// checked and pinned and the file is made by its name in that directory, so a symlink at the
+    /// A path naming a file to create (`field` names the params member, for errors): with roots,
+    /// its directory is checked and pinned and the file is made by its name in that directory, so a symlink at the
     /// name (even a dangling one, even pointing inside) is never followed: the exclusive creation
     /// finds it there (-32013), as without roots.
-    func creationPath(_ params: Params, _ key: String) throws(ResponseError) -> RequestPath {
-        let path = try params.filePath(key)
-        let field = params.fieldPath(key)
+    func creationPath(_ path: String, field: String) throws(ResponseError) -> RequestPath {
         guard roots != nil else { return RequestPath(path: path, operationPath: path, resolved: nil) }
         let name = path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
         guard !name.isEmpty, name != ".", name != ".." else {
@@ -57,13 +48,9 @@ extension Server {
             path: checked.path + separator + name, operationPath: checked.operationPath + "/" + name, resolved: checked.resolved)
     }
 
-    /// The same for an optional member; nil when absent.
-    func optionalRequestPath(_ params: Params, _ key: String, mustExist: Bool) throws(ResponseError) -> RequestPath? {
-        guard try params.optionalString(key) != nil else { return nil }
-        return try requestPath(params, key, mustExist: mustExist)
-    }
-
-    /// Checks `path` (absolute) against the roots, if any; `field` names the params member for errors.
+    /// Checks `path` (absolute, as a request type read it with ``Params/filePath(_:)``) against the
+    /// roots, if any; `mustExist: false` for a file the request may create (its directory must
+    /// exist beneath a root). `field` names the params member, for errors.
     func checkPath(_ path: String, field: String, mustExist: Bool) throws(ResponseError) -> RequestPath {
         guard let roots else { return RequestPath(path: path, operationPath: path, resolved: nil) }
         do throws(SandboxError) {

@@ -9,35 +9,25 @@ extension Server {
     /// safe-save protocol off the ordered queue; `to` saves as a new file and moves the session
     /// there; `force` overwrites a file changed on disk. `$/progress` under `workDoneToken`;
     /// cancellable until the file is replaced.
-    func saveDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "document/save")
-        let handle = try params.string("document")
-        let newTarget = try optionalRequestPath(params, "to", mustExist: false)
-        let newPath = newTarget?.path
-        if newTarget == nil { try await checkDocumentPath(handle, mustExist: false, context) }
-        let force = try params.optionalBool("force") ?? false
-        let token = try params.progressToken("workDoneToken")
+    func saveDocument(_ params: SaveDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<SaveDocumentResult> {
+        let handle = params.handle
+        let newPath = try params.newPath.map { (path) throws(ResponseError) in try checkPath(path, field: "params.to", mustExist: false).path }
+        if newPath == nil { try await checkDocumentPath(handle, mustExist: false, context) }
         let store = store
         let ticket: SaveTicket
         do throws(DocumentError) {
-            ticket = try await store.beginSave(handle, to: newPath, force: force)
+            ticket = try await store.beginSave(handle, to: newPath, force: params.force)
         } catch {
             throw Self.responseError(error, id: context.id)
         }
-        let progress = ProgressReporter(token: token, title: "Saving", writer: writer)
+        let progress = ProgressReporter(token: params.workDoneToken, title: "Saving", writer: writer)
         return .later {
             defer { progress.end() }
             do throws(DocumentError) {
                 let saved = try await store.finishSave(
                     ticket, progress: { done, total in progress.report(done: done, total: total) },
                     isCancelled: { context.cancellation.isCancelled })
-                return .success([
-                    "version": .integer(saved.version), "uri": .string(FileURI.uri(from: saved.path)),
-                    "etag": .string(Self.etag(saved.identity)),
-                    "modificationDate": .string(Timestamp.iso8601(nanoseconds: saved.identity.modificationTime)),
-                    "size": .integer(Int64(saved.size)), "durable": .bool(saved.durable),
-                    "method": .string(saved.method.rawValue),
-                ])
+                return .success(SaveDocumentResult(saved: saved))
             } catch {
                 return .failure(Self.responseError(error, id: context.id))
             }
@@ -46,10 +36,9 @@ extension Server {
 
     /// `document/revert`: the text reloaded from the file as one undo step; edits are refused
     /// while it runs. Answers the document info.
-    func revertDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "document/revert")
-        let handle = try params.string("document")
-        let includeText = try params.optionalBool("includeText") ?? true
+    func revertDocument(_ params: RevertDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<DocumentInfo> {
+        let handle = params.handle
+        let includeText = params.includeText
         try await checkDocumentPath(handle, mustExist: true, context)
         let store = store
         let ticket: ExclusiveTicket
@@ -60,7 +49,7 @@ extension Server {
         }
         return .later {
             do throws(DocumentError) {
-                return .success(Self.info(try await store.finishRevert(ticket), includeText: includeText))
+                return .success(DocumentInfo(try await store.finishRevert(ticket), includeText: includeText))
             } catch {
                 // The revert reads with the document's own encoding, so no hint to name one.
                 return .failure(Self.responseError(error, id: context.id, encodingWasNamed: true))
@@ -70,10 +59,9 @@ extension Server {
 
     /// `document/close`: `save` is `ifChanged` (the default: unsaved changes are saved first, and
     /// if that fails the document stays open) or `never` (they are dropped).
-    func closeDocument(_ rawParams: JSONValue?, _ context: RequestContext) async throws(ResponseError) -> Reply {
-        let params = try Params(byName: rawParams, method: "document/close")
-        let handle = try params.string("document")
-        let policy = try params.optionalEnumeration("save", ["ifChanged", "never"]).flatMap(DocumentStore.SavePolicy.init) ?? .ifChanged
+    func closeDocument(_ params: CloseDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<CloseDocumentResult> {
+        let handle = params.handle
+        let policy = params.policy
         let store = store
         // A close that will save re-checks the path as document/save does (-32022: nothing is
         // written, the document stays open).
@@ -87,10 +75,10 @@ extension Server {
             throw Self.responseError(error, id: context.id)
         }
         // Nothing to save and nothing running on the document: closed in request order.
-        if ticket.closedNow { return .now(.success(["saved": false])) }
+        if ticket.closedNow { return .now(CloseDocumentResult(saved: false)) }
         return .later {
             do throws(DocumentError) {
-                return .success(["saved": .bool(try await store.finishClose(ticket, save: policy))])
+                return .success(CloseDocumentResult(saved: try await store.finishClose(ticket, save: policy)))
             } catch {
                 return .failure(Self.responseError(error, id: context.id))
             }

@@ -4,12 +4,15 @@ import DocumentSession
 import JSONRPC
 import TextBuffer
 import Logging
+import Synchronization
 
 /// The protocol's method table and lifecycle: it decodes params into core types, calls the core,
 /// and encodes results. It is the only module that knows both the wire and the core.
 ///
-/// The connection calls it from one task, in arrival order, so its state needs no lock.
-public final class Server: MessageHandler {
+/// An actor on its store's executor (the loop's thread): its state is touched on that one thread
+/// only, which the compiler checks, and its calls to the store need no hop. The connection calls it
+/// in arrival order.
+public actor Server: MessageHandler {
     /// The server's name and version, as `initialize` and `--version` report them.
     public static let name = "docsession"
     public static let version = "0.1.0"
@@ -45,7 +48,10 @@ public final class Server: MessageHandler {
     }
 
     public internal(set) var lifecycle: Lifecycle = .uninitialized
-    public internal(set) var exitStatus: Int32?
+    /// Set by `exit`; the connection reads it after each message (``exitStatus``).
+    let exitState = Mutex<Int32?>(nil)
+    /// The exit status once `exit` has been handled.
+    public nonisolated var exitStatus: Int32? { exitState.withLock { $0 } }
     /// The position encoding chosen at `initialize` (utf-16 until then, LSP's default).
     public internal(set) var positionEncoding: PositionEncoding = .utf16
     /// The trace level set by `initialize` or `$/setTrace`.
@@ -54,8 +60,12 @@ public final class Server: MessageHandler {
     let writer: MessageWriter
     let logger: Logger
     let configuration: Configuration
-    /// The open documents; their state changes go out as `document/stateChanged`.
+    /// The open documents; their state changes go out as `document/stateChanged`. Its executor is
+    /// the server's.
     let store: DocumentStore
+
+    /// The store's executor: the server and the store are isolated to the same thread.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { store.unownedExecutor }
     /// The sandbox roots in force (`--root`, narrowed by `initialize`); nil: no roots.
     var roots: SandboxRoots?
     /// The live workspace queries (`workspace/query` with `watch`), by id.
@@ -98,47 +108,61 @@ public final class Server: MessageHandler {
 
     // MARK: - Method table
 
-    typealias RequestHandler = @Sendable (Server, Request, RequestContext) async throws(ResponseError) -> Reply
-    typealias NotificationHandler = @Sendable (Server, Notification) async -> Void
-
-    /// The requests the server answers, by method name. Adding a method: see the README's checklist.
-    static let requestHandlers: [String: RequestHandler] = [
-        "initialize": { server, request, _ throws(ResponseError) in .now(.success(try await server.initialize(request.params))) },
-        "shutdown": { server, request, _ throws(ResponseError) in .now(.success(try await server.shutdown(request.params))) },
-        "document/open": { server, request, context throws(ResponseError) in try server.openDocument(request.params, context) },
-        "document/create": { server, request, _ throws(ResponseError) in .now(.success(try await server.createDocument(request.params))) },
-        "document/read": { server, request, _ throws(ResponseError) in .now(.success(try await server.readDocument(request.params))) },
-        "document/edit": { server, request, _ throws(ResponseError) in .now(.success(try await server.editDocument(request))) },
-        "document/undo": { server, request, _ throws(ResponseError) in .now(.success(try await server.undoOrRedo(request.params, undo: true))) },
-        "document/redo": { server, request, _ throws(ResponseError) in .now(.success(try await server.undoOrRedo(request.params, undo: false))) },
-        "document/state": { server, request, _ throws(ResponseError) in .now(.success(try await server.documentState(request.params))) },
-        "document/close": { server, request, context throws(ResponseError) in try await server.closeDocument(request.params, context) },
-        "document/save": { server, request, context throws(ResponseError) in try await server.saveDocument(request.params, context) },
-        "document/revert": { server, request, context throws(ResponseError) in try await server.revertDocument(request.params, context) },
-        "document/resolveConflict": { server, request, context throws(ResponseError) in try await server.resolveConflict(request.params, context) },
-        "document/versions": { server, request, _ throws(ResponseError) in .now(.success(try await server.listVersions(request.params))) },
-        "document/readVersion": { server, request, context throws(ResponseError) in try await server.readVersion(request.params, context) },
-        "document/restoreVersion": { server, request, context throws(ResponseError) in try await server.restoreVersion(request.params, context) },
-        "document/delete": { server, request, context throws(ResponseError) in try await server.deleteDocument(request.params, context) },
-        "document/move": { server, request, context throws(ResponseError) in try await server.moveDocument(request.params, context) },
-        "document/rename": { server, request, context throws(ResponseError) in try await server.renameDocument(request.params, context) },
-        "workspace/import": { server, request, context throws(ResponseError) in try await server.importFile(request.params, context) },
-        "workspace/export": { server, request, context throws(ResponseError) in try await server.exportFile(request.params, context) },
-        "workspace/query": { server, request, context throws(ResponseError) in try await server.query(request.params, context) },
-        "workspace/stopQuery": { server, request, context throws(ResponseError) in try await server.stopQuery(request.params, context) },
+    /// The requests the server answers: each method's type (its name, params and result) and its
+    /// handler. The dispatcher's table, ``clientMethods`` and the specification test all read it.
+    /// Adding a method: see docs/Adding a method.md.
+    static let requests: [RequestEntry] = [
+        RequestEntry(InitializeRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.initialize(params)) },
+        RequestEntry(ShutdownRequest.self) { server, params, _ in .now(await server.shutdown(params)) },
+        RequestEntry(OpenDocumentRequest.self) { server, params, context throws(ResponseError) in try server.openDocument(params, context) },
+        RequestEntry(CreateDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.createDocument(params)) },
+        RequestEntry(ReadDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.readDocument(params)) },
+        RequestEntry(EditDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.editDocument(params)) },
+        RequestEntry(UndoRequest.self) { server, params, _ throws(ResponseError) in
+            .now(try await server.undoOrRedo(params.handle, version: params.version, undo: true))
+        },
+        RequestEntry(RedoRequest.self) { server, params, _ throws(ResponseError) in
+            .now(try await server.undoOrRedo(params.handle, version: params.version, undo: false))
+        },
+        RequestEntry(DocumentStateRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.documentState(params)) },
+        RequestEntry(CloseDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.closeDocument(params, context) },
+        RequestEntry(SaveDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.saveDocument(params, context) },
+        RequestEntry(RevertDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.revertDocument(params, context) },
+        RequestEntry(ResolveConflictRequest.self) { server, params, context throws(ResponseError) in
+            .now(try await server.resolveConflict(params, context))
+        },
+        RequestEntry(ListVersionsRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.listVersions(params)) },
+        RequestEntry(ReadVersionRequest.self) { server, params, context in server.readVersion(params, context) },
+        RequestEntry(RestoreVersionRequest.self) { server, params, context throws(ResponseError) in
+            .now(try await server.restoreVersion(params, context))
+        },
+        RequestEntry(DeleteDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.deleteDocument(params, context) },
+        RequestEntry(MoveDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.moveDocument(params, context) },
+        RequestEntry(RenameDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.renameDocument(params, context) },
+        RequestEntry(ImportFileRequest.self) { server, params, context throws(ResponseError) in try server.importFile(params, context) },
+        RequestEntry(ExportFileRequest.self) { server, params, context throws(ResponseError) in try await server.exportFile(params, context) },
+        RequestEntry(QueryRequest.self) { server, params, context throws(ResponseError) in .now(try await server.query(params, context)) },
+        RequestEntry(StopQueryRequest.self) { server, params, _ throws(ResponseError) in .now(try server.stopQuery(params)) },
     ]
 
-    /// The notifications the server acts on, by method name.
-    static let notificationHandlers: [String: NotificationHandler] = [
-        "initialized": { server, _ in server.initialized() },
-        "exit": { server, _ in server.exit() },
-        "$/setTrace": { server, notification in server.setTrace(notification.params) },
+    /// The notifications the server acts on.
+    static let notifications: [NotificationEntry] = [
+        NotificationEntry(InitializedNotification.self) { server, _ in server.initialized() },
+        NotificationEntry(ExitNotification.self) { server, _ in server.exit() },
+        NotificationEntry(SetTraceNotification.self) { server, params in server.setTrace(params) },
     ]
 
-    /// Every method a client may send that the server implements: the method table plus
-    /// `$/cancelRequest`, which the connection applies ahead of the queue.
+    /// ``requests`` by method name: the dispatcher's table.
+    static let requestHandlers: [String: RequestEntry] = Dictionary(uniqueKeysWithValues: requests.map { ($0.method, $0) })
+
+    /// ``notifications`` by method name.
+    static let notificationHandlers: [String: NotificationEntry] = Dictionary(
+        uniqueKeysWithValues: notifications.map { ($0.method, $0) })
+
+    /// Every method a client may send that the server implements: the registry's requests and
+    /// notifications, plus `$/cancelRequest`, which the connection applies ahead of the queue.
     public static var clientMethods: Set<String> {
-        Set(requestHandlers.keys).union(notificationHandlers.keys).union(["$/cancelRequest"])
+        Set(requests.map(\.method)).union(notifications.map(\.method)).union(["$/cancelRequest"])
     }
 
     /// Every notification the server may send.
@@ -188,53 +212,54 @@ public final class Server: MessageHandler {
 
     private func answer(_ request: Request, context: RequestContext) async -> Reply {
         switch lifecycle {
-        case .uninitialized where request.method != "initialize":
+        case .uninitialized where request.method != InitializeRequest.method:
             return .now(.failure(ResponseError(.serverNotInitialized, "Server not initialized: send initialize before \(request.method)")))
-        case .running where request.method == "initialize":
+        case .running where request.method == InitializeRequest.method:
             return .now(.failure(ResponseError(.invalidRequest, "initialize was already received; it may be sent only once")))
         case .shutDown:
             return .now(.failure(ResponseError(.invalidRequest, "Server is shut down: only the exit notification is accepted (got \(request.method))")))
         default:
             break
         }
-        guard let handler = Self.requestHandlers[request.method] else {
+        guard let entry = Self.requestHandlers[request.method] else {
             if Self.clientMethods.contains(request.method) {
                 return .now(.failure(ResponseError(.invalidRequest, "\(request.method) is a notification: send it without an id")))
             }
             return .now(.failure(ResponseError(.methodNotFound, "Method not found: \(request.method)")))
         }
-        do {
-            return try await handler(self, request, context)
-        } catch {
-            return .now(.failure(error))
-        }
+        return await entry.run(self, request, context)
     }
 
     /// `document/edit` is answered synchronously when the request path runs on the store's thread
     /// (the loop) and nothing is traced: no task switch, no job. Everything else, and an edit
     /// before `initialize` or after `shutdown`, goes down ``handle(_:context:)``.
-    public func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
-        guard request.method == "document/edit", lifecycle == .running, trace == .off, store.isOnItsThread else {
-            return nil
-        }
+    public nonisolated func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
+        // On the store's thread is on the server's executor.
+        guard request.method == EditDocumentRequest.method, store.isOnItsThread else { return nil }
+        return assumeIsolated { server in server.answerEditNow(request) }
+    }
+
+    /// ``answerImmediately(_:context:)`` on the server's executor.
+    private func answerEditNow(_ request: Request) -> Result<JSONValue, ResponseError>? {
+        guard lifecycle == .running, trace == .off else { return nil }
         do throws(ResponseError) {
-            return .success(try editNow(EditParams.of(request)))
+            return .success(try editNow(EditDocumentRequest.decode(request)).json)
         } catch {
             return .failure(error)
         }
     }
 
-    /// `document/edit`'s params are read straight from the parsed text (``EditParams/init(view:)``).
-    public var paramsPredecoder: ParamsPredecoder? { EditParams.predecode }
+    /// `document/edit`'s params are read straight from the parsed text (``EditDocumentRequest/init(view:)``).
+    public nonisolated var paramsPredecoder: ParamsPredecoder? { EditDocumentRequest.predecode }
 
     public func handle(_ notification: Notification) async {
         traceReceived("notification '\(notification.method)'.", params: notification.params)
         // LSP: before initialize and after shutdown, notifications other than exit are dropped.
-        guard notification.method == "exit" || lifecycle == .running else {
+        guard notification.method == ExitNotification.method || lifecycle == .running else {
             logger.debug("dropped notification \(notification.method) (lifecycle \(lifecycle))")
             return
         }
-        guard let handler = Self.notificationHandlers[notification.method] else {
+        guard let entry = Self.notificationHandlers[notification.method] else {
             if Self.requestHandlers[notification.method] != nil {
                 // A request sent without an id cannot be answered, so it is not acted on either.
                 logger.warning("ignored \(notification.method) sent as a notification: it is a request and needs an id")
@@ -244,7 +269,7 @@ public final class Server: MessageHandler {
             }
             return
         }
-        await handler(self, notification)
+        await entry.run(self, notification)
     }
 
     public func handle(_ response: Response) async {

@@ -44,7 +44,7 @@ struct ServerLifecycleTests {
         let (server, _) = makeServer()
         #expect(errorCode(await call(server, "shutdown")) == -32002)
         #expect(errorCode(await call(server, "no/such")) == -32002)
-        #expect(server.lifecycle == .uninitialized)
+        #expect(await server.lifecycle == .uninitialized)
     }
 
     @Test("the first position encoding the client lists wins",
@@ -60,7 +60,7 @@ struct ServerLifecycleTests {
         let params: JSONValue = ["capabilities": ["general": ["positionEncodings": .array(offered.map { .string($0) })]]]
         let result = try await call(server, "initialize", params).get()
         #expect(result["capabilities"]?["positionEncoding"] == .string(chosen))
-        #expect(server.positionEncoding.rawValue == chosen)
+        #expect(await server.positionEncoding.rawValue == chosen)
     }
 
     @Test("the short form capabilities.positionEncodings is read too; nothing listed means utf-16")
@@ -84,12 +84,12 @@ struct ServerLifecycleTests {
         }
         #expect(error.code == .invalidParams)
         #expect(error.data?["field"] == "params.capabilities.general.positionEncodings[1]")
-        #expect(server.lifecycle == .uninitialized)
+        #expect(await server.lifecycle == .uninitialized)
         #expect(errorCode(await call(server, "initialize", ["trace": "loud"])) == -32602)
         #expect(errorCode(await call(server, "initialize", ["processId": "12"])) == -32602)
         #expect(errorCode(await call(server, "initialize", [1, 2])) == -32602)
         #expect((try? await call(server, "initialize", ["processId": 12]).get()) != nil)
-        #expect(server.lifecycle == .running)
+        #expect(await server.lifecycle == .running)
     }
 
     @Test("a second initialize is -32600; unknown methods are -32601")
@@ -108,7 +108,7 @@ struct ServerLifecycleTests {
         #expect(errorCode(await call(server, "$/cancelRequest", ["id": 1])) == -32600)
         #expect(server.exitStatus == nil)
         await server.handle(Notification(method: "shutdown"))
-        #expect(server.lifecycle == .running)
+        #expect(await server.lifecycle == .running)
     }
 
     @Test("shutdown answers null, then requests get -32600 and exit gives status 0")
@@ -127,7 +127,7 @@ struct ServerLifecycleTests {
         let (server, _) = makeServer()
         _ = await call(server, "initialize")
         #expect(errorCode(await call(server, "shutdown", ["now": true])) == -32602)
-        #expect(server.lifecycle == .running)
+        #expect(await server.lifecycle == .running)
     }
 
     @Test("exit without shutdown gives status 1, even before initialize")
@@ -135,6 +135,28 @@ struct ServerLifecycleTests {
         let (server, _) = makeServer()
         await server.handle(Notification(method: "exit"))
         #expect(server.exitStatus == 1)
+    }
+
+    @Test("exit and initialized are acted on whatever their params (they are not read)")
+    func notificationParamsNotRead() async {
+        let (server, _) = makeServer()
+        await server.handle(Notification(method: "initialized", params: [1]))
+        await server.handle(Notification(method: "exit", params: ["any": "thing"]))
+        #expect(server.exitStatus == 1)
+    }
+
+    @Test("every params member is checked before the store is asked: a bad member of a request for an unknown document is -32602")
+    func paramsBeforeStore() async throws {
+        let (server, _) = makeServer()
+        _ = await call(server, "initialize")
+        let unknown = await call(server, "document/delete", ["document": "d404"])
+        #expect(errorCode(unknown) == -32011)
+        guard case .failure(let error) = await call(server, "document/delete", ["document": "d404", "discard": "yes"]) else {
+            Issue.record("a bad discard was accepted")
+            return
+        }
+        #expect(error.code == .invalidParams)
+        #expect(error.message == "params.discard: expected a boolean, got a string")
     }
 
     @Test("end of input gives status 0 after shutdown, else 1")
@@ -163,7 +185,7 @@ struct ServerLifecycleTests {
         await server.handle(Notification(method: "$/setTrace", params: ["value": "off"]))
         _ = await call(server, "no/such", id: 7)
         #expect(sent.all.count == 6)
-        #expect(server.trace == .off)
+        #expect(await server.trace == .off)
     }
 
     @Test("a bad $/setTrace is ignored")
@@ -172,6 +194,6 @@ struct ServerLifecycleTests {
         _ = await call(server, "initialize", ["trace": "messages"])
         await server.handle(Notification(method: "$/setTrace", params: ["value": "everything"]))
         await server.handle(Notification(method: "$/setTrace", params: nil))
-        #expect(server.trace == .messages)
+        #expect(await server.trace == .messages)
     }
 }

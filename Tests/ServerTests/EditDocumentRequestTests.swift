@@ -9,7 +9,7 @@ import TextBuffer
 /// path) and from a `JSONValue` (everything else, with worded refusals). The predecoder must take
 /// only what the ordinary reading accepts, read it identically, and leave the rest to it.
 @Suite("document/edit params: the predecoder agrees with the ordinary reading")
-struct EditParamsTests {
+struct EditDocumentRequestTests {
     static let position = #"{"line":0,"character":1}"#
     static let range = #"{"start":\#(position),"end":{"line":2,"character":3}}"#
 
@@ -59,13 +59,13 @@ struct EditParamsTests {
     /// Both readings of one params text: the predecoder's (nil when it declines) and the ordinary.
     /// (A text the parser refuses as a whole, such as one with `1e999`, reads as declined and as
     /// `null`: the message never reaches either reading.)
-    static func read(_ text: String) throws -> (EditParams?, Result<EditParams, ResponseError>, JSONValue) {
+    static func read(_ text: String) throws -> (EditDocumentRequest?, Result<EditDocumentRequest, ResponseError>, JSONValue) {
         let value = (try? JSONParser().parse(text)) ?? .null
         let predecoded = Array(text.utf8).withUnsafeBufferPointer { bytes in
-            try? JSONParser().withParsed(bytes) { root in EditParams.predecode("document/edit", root) }.get()
+            try? JSONParser().withParsed(bytes) { root in EditDocumentRequest.predecode("document/edit", root) }.get()
         } ?? nil
-        let ordinary = Result { () throws(ResponseError) in try EditParams(value) }
-        return (predecoded.map { $0 as! EditParams }, ordinary, value)
+        let ordinary = Result { () throws(ResponseError) in try EditDocumentRequest(value) }
+        return (predecoded.map { $0 as! EditDocumentRequest }, ordinary, value)
     }
 
     @Test("taken whole: read exactly as the ordinary reading reads them, and rebuilt as sent", arguments: taken)
@@ -92,7 +92,7 @@ struct EditParamsTests {
     func otherMethods() throws {
         let text = #"{"document":"d","version":1,"edits":[]}"#
         let taken = try Array(text.utf8).withUnsafeBufferPointer { bytes in
-            try JSONParser().withParsed(bytes) { root in EditParams.predecode("document/undo", root) }.get()
+            try JSONParser().withParsed(bytes) { root in EditDocumentRequest.predecode("document/undo", root) }.get()
         }
         #expect(taken == nil)
     }

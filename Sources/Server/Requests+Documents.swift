@@ -1,0 +1,212 @@
+import DocumentSession
+import FileStore
+import JSON
+import JSONRPC
+import TextBuffer
+
+// The requests of a document's session (Server+Documents.swift): their params and results.
+
+/// `document/open` → ``DocumentInfo``.
+struct OpenDocumentRequest: RequestType {
+    static let method = "document/open"
+    typealias Result = DocumentInfo
+    /// `uri` as a path, not yet checked against the roots.
+    var path: String
+    var encoding: TextEncoding?
+    var includeText: Bool
+    var workDoneToken: JSONValue?
+
+    init(params: Params) throws(ResponseError) {
+        path = try params.filePath("uri")
+        encoding = try params.textEncoding("encoding")
+        includeText = try params.optionalBool("includeText") ?? true
+        workDoneToken = try params.progressToken("workDoneToken")
+    }
+}
+
+/// `document/create` → ``DocumentInfo``: at `uri`, or in `directory` under a name its `naming`
+/// rule makes.
+struct CreateDocumentRequest: RequestType {
+    static let method = "document/create"
+    typealias Result = DocumentInfo
+
+    enum Location: Sendable {
+        /// `uri`, as a path not yet checked against the roots.
+        case file(String)
+        /// `directory` (a path not yet checked) and the `naming` rule.
+        case directory(String, rule: NamingRule, nameFromFirstLine: Bool)
+    }
+
+    var location: Location
+    var text: String
+
+    init(params: Params) throws(ResponseError) {
+        let hasURI = params.value("uri") != nil
+        let hasDirectory = params.value("directory") != nil
+        guard hasURI != hasDirectory else {
+            // Neither: the uri is what is missing (as before directories could be named).
+            if !hasURI { throw .invalidParams(field: "params.uri", "missing (give uri, or directory with naming)") }
+            throw .invalidParams(field: "params", "give either uri or directory (with naming), not both")
+        }
+        text = try params.optionalString("text") ?? ""
+        if hasURI {
+            if params.value("naming") != nil {
+                throw .invalidParams(field: "params.naming", "naming goes with directory, not with uri")
+            }
+            location = .file(try params.filePath("uri"))
+            return
+        }
+        guard let naming = try params.optionalObject("naming") else {
+            throw .invalidParams(field: "params.naming", "missing: a directory needs a naming rule ({prefix, style, extension})")
+        }
+        let nameFrom = try naming.optionalEnumeration("nameFrom", ["rule", "firstLine"]) ?? "rule"
+        // Named after the text, the rule is only the fallback for a blank text: "Untitled 1.txt"
+        // unless the client gives a prefix.
+        let rule = try naming.namingRule(defaultPrefix: nameFrom == "firstLine" ? "Untitled" : "")
+        location = .directory(try params.filePath("directory"), rule: rule, nameFromFirstLine: nameFrom == "firstLine")
+    }
+}
+
+/// `document/read` → ``ReadDocumentResult``: the text, whole or of a range.
+struct ReadDocumentRequest: RequestType {
+    static let method = "document/read"
+    typealias Result = ReadDocumentResult
+    var handle: String
+    var range: TextRange?
+
+    init(params: Params) throws(ResponseError) {
+        handle = try params.string("document")
+        range = try params.optionalObject("range").map { (range) throws(ResponseError) in try range.textRange() }
+    }
+}
+
+struct ReadDocumentResult: RequestResult {
+    var text: String
+    var version: Int64
+    var json: JSONValue { ["text": .string(text), "version": .integer(version)] }
+}
+
+/// The result of `document/edit`: the new version.
+struct EditDocumentResult: RequestResult {
+    var version: Int64
+    var json: JSONValue { ["version": .integer(version)] }
+}
+
+/// `document/undo` → ``EditsResult``.
+struct UndoRequest: RequestType {
+    static let method = "document/undo"
+    typealias Result = EditsResult
+    var handle: String
+    var version: Int64?
+
+    init(params: Params) throws(ResponseError) {
+        handle = try params.string("document")
+        version = try params.optionalInteger("version", in: 0...Int64.max)
+    }
+}
+
+/// `document/redo` → ``EditsResult``.
+struct RedoRequest: RequestType {
+    static let method = "document/redo"
+    typealias Result = EditsResult
+    var handle: String
+    var version: Int64?
+
+    init(params: Params) throws(ResponseError) {
+        handle = try params.string("document")
+        version = try params.optionalInteger("version", in: 0...Int64.max)
+    }
+}
+
+/// A new version and the edits that turned the previous text into it (`document/undo`, `redo`,
+/// `restoreVersion`).
+struct EditsResult: RequestResult {
+    var version: Int64
+    var edits: [TextEdit]
+    var json: JSONValue { ["version": .integer(version), "edits": .array(edits.map(Server.json))] }
+}
+
+/// `document/state` → ``DocumentStateResult``.
+struct DocumentStateRequest: RequestType {
+    static let method = "document/state"
+    typealias Result = DocumentStateResult
+    var handle: String
+
+    init(params: Params) throws(ResponseError) {
+        handle = try params.string("document")
+    }
+}
+
+/// The state flags and the undo and change-tracking summary of a document.
+struct DocumentStateResult: RequestResult {
+    var handle: String
+    var document: Document
+
+    var json: JSONValue {
+        var result: JSONObject = [
+            "document": .string(handle), "uri": .string(FileURI.uri(from: document.path)),
+            "version": .integer(document.version), "state": Server.stateJSON(document.state),
+            "hasUnsavedChanges": .bool(document.hasUnsavedChanges),
+            "canUndo": .bool(document.history.canUndo), "canRedo": .bool(document.history.canRedo),
+            "etag": .string(Server.etag(document.identity)),
+        ]
+        if let label = document.history.undoLabel { result["undoLabel"] = .string(label) }
+        if let label = document.history.redoLabel { result["redoLabel"] = .string(label) }
+        if document.readOnly { result["readOnly"] = true }
+        return .object(result)
+    }
+}
+
+/// The document info `document/open`, `create` and `revert` answer (and `workspace/import` with
+/// `open`): taken from the document when the answer is made.
+struct DocumentInfo: RequestResult {
+    var handle: String
+    var path: String
+    var version: Int64
+    /// The text, when the request asked for it.
+    var text: String?
+    var state: DocumentState
+    var fileType: String
+    var displayName: String
+    var modificationTime: Int64
+    var encoding: TextEncoding
+    var byteOrderMark: Bool
+    var lineEnding: String
+    var hasUnsavedChanges: Bool
+    var readOnly: Bool
+
+    init(_ document: Document, includeText: Bool) {
+        handle = document.handle
+        path = document.path
+        version = document.version
+        text = includeText ? document.buffer.text : nil
+        state = document.state
+        fileType = document.fileType
+        displayName = document.displayName
+        modificationTime = document.identity.modificationTime
+        encoding = document.encoding
+        byteOrderMark = document.hasByteOrderMark
+        lineEnding = document.lineEnding.rawValue
+        hasUnsavedChanges = document.hasUnsavedChanges
+        readOnly = document.readOnly
+    }
+
+    var json: JSONValue {
+        var info: JSONObject = [
+            "document": .string(handle),
+            "uri": .string(FileURI.uri(from: path)),
+            "version": .integer(version),
+        ]
+        if let text { info["text"] = .string(text) }
+        info["state"] = Server.stateJSON(state)
+        info["fileType"] = .string(fileType)
+        info["displayName"] = .string(displayName)
+        info["modificationDate"] = .string(Timestamp.iso8601(nanoseconds: modificationTime))
+        info["encoding"] = .string(encoding.rawValue)
+        info["byteOrderMark"] = .bool(byteOrderMark)
+        info["lineEnding"] = .string(lineEnding)
+        info["hasUnsavedChanges"] = .bool(hasUnsavedChanges)
+        if readOnly { info["readOnly"] = true }
+        return .object(info)
+    }
+}

@@ -1,0 +1,139 @@
+import DocumentSession
+import FileStore
+import JSON
+import JSONRPC
+import TextBuffer
+
+// LSP's lifecycle: initialize, initialized, shutdown, exit, $/setTrace (Server+Lifecycle.swift).
+
+/// `initialize` → ``InitializeResult``. Everything is read before anything changes: a bad field
+/// leaves the server uninitialized.
+struct InitializeRequest: RequestType {
+    static let method = "initialize"
+    typealias Result = InitializeResult
+    /// The position encodings the client offers, in its order (nil: none listed).
+    var positionEncodings: [String]?
+    var trace: TraceLevel?
+    var autosave: AutosavePolicy
+    /// `initializationOptions.roots` as paths (not empty), to narrow the server's roots.
+    var roots: [String]?
+    /// Where `roots` is, for errors.
+    static let rootsField = "params.initializationOptions.roots"
+
+    init(params: Params) throws(ResponseError) {
+        _ = try params.optionalInteger("processId")
+        if let clientInfo = try params.optionalObject("clientInfo") {
+            _ = try clientInfo.string("name")
+            _ = try clientInfo.optionalString("version")
+        }
+        trace = try params.optionalEnumeration("trace", TraceLevel.allCases.map(\.rawValue)).flatMap(TraceLevel.init)
+        var offered: [String]? = nil
+        if let capabilities = try params.optionalObject("capabilities") {
+            // LSP 3.17 puts the list under capabilities.general; the short form is accepted too.
+            if let general = try capabilities.optionalObject("general") {
+                offered = try general.optionalStringArray("positionEncodings")
+            }
+            let short = try capabilities.optionalStringArray("positionEncodings")
+            if offered?.isEmpty ?? true { offered = short }
+        }
+        positionEncodings = offered
+        autosave = .off
+        roots = nil
+        if let options = try params.optionalObject("initializationOptions") {
+            if let settings = try options.optionalObject("autosave") {
+                let policy = try settings.optionalEnumeration("policy", ["off", "afterDelay"]) ?? "off"
+                let delay = try settings.optionalInteger("delay", in: 1...86_400_000)
+                if policy == "afterDelay" { autosave = .afterDelay(milliseconds: Int(delay ?? 2000)) }
+            }
+            roots = try Self.roots(options)
+        }
+    }
+
+    /// `initializationOptions.roots`: directories (file URIs); absent: nil.
+    private static func roots(_ options: Params) throws(ResponseError) -> [String]? {
+        guard let uris = try options.optionalStringArray("roots") else { return nil }
+        let field = options.fieldPath("roots")
+        guard !uris.isEmpty else {
+            throw .invalidParams(field: field, "an empty list would allow nothing; leave roots out to keep the server's")
+        }
+        var paths: [String] = []
+        for (index, uri) in uris.enumerated() {
+            do throws(FileURI.Invalid) {
+                paths.append(try FileURI.path(from: uri))
+            } catch {
+                throw .invalidParams(field: "\(field)[\(index)]", error.reason)
+            }
+        }
+        return paths
+    }
+}
+
+/// The server's info and capabilities.
+struct InitializeResult: RequestResult {
+    var positionEncoding: PositionEncoding
+    var maxMessageSize: Int
+    var autosave: AutosavePolicy
+    var watchFiles: Bool
+    var keepsVersions: Bool
+    var roots: SandboxRoots?
+
+    var json: JSONValue {
+        let autosaveJSON: JSONValue
+        switch autosave {
+        case .off: autosaveJSON = ["policy": "off"]
+        case .afterDelay(let milliseconds): autosaveJSON = ["policy": "afterDelay", "delay": .integer(Int64(milliseconds))]
+        }
+        return [
+            "serverInfo": ["name": .string(Server.name), "version": .string(Server.version)],
+            "capabilities": [
+                "positionEncoding": .string(positionEncoding.rawValue),
+                "maxMessageSize": .integer(Int64(maxMessageSize)),
+                "batches": true,
+                "cancellation": true,
+                "autosave": autosaveJSON,
+                "watchFiles": .bool(watchFiles),
+                "versions": .bool(keepsVersions),
+                "roots": roots.map { .array($0.paths.map { .string(FileURI.uri(from: $0)) }) } ?? .null,
+            ],
+        ]
+    }
+}
+
+/// `shutdown` → `null`: takes no params.
+struct ShutdownRequest: RequestType {
+    static let method = "shutdown"
+    typealias Result = NullResult
+
+    init(params: Params) {}
+
+    static func decode(_ request: Request) throws(ResponseError) -> ShutdownRequest {
+        try Params.expectNone(request.params, method: method)
+        return ShutdownRequest(params: Params(object: [:], path: "params"))
+    }
+}
+
+/// `initialized`: its params are not looked at.
+struct InitializedNotification: NotificationType {
+    static let method = "initialized"
+    init(params: JSONValue?) {}
+}
+
+/// `exit`: its params are not looked at.
+struct ExitNotification: NotificationType {
+    static let method = "exit"
+    init(params: JSONValue?) {}
+}
+
+/// `$/setTrace`.
+struct SetTraceNotification: NotificationType {
+    static let method = "$/setTrace"
+    var value: TraceLevel
+
+    init(params rawParams: JSONValue?) throws(ResponseError) {
+        let params = try Params(byName: rawParams, method: Self.method)
+        guard let value = try params.optionalEnumeration("value", TraceLevel.allCases.map(\.rawValue)) else {
+            throw ResponseError.invalidParams(field: "params.value", "missing")
+        }
+        self.value = TraceLevel(rawValue: value) ?? .off
+    }
+}
