@@ -150,12 +150,28 @@ struct FilePresenterTests {
         let session = try Session.documents()
         try session.open(path)
         let fd = open(path, O_WRONLY | O_TRUNC)
+        let truncated = ContinuousClock.now
         usleep(20_000)
         _ = "second\n".withCString { write(fd, $0, 7) }
+        let emptyFor = truncated.duration(to: .now)
         close(fd)
         let change = try didChange(session)
-        #expect(try session.read("d1").0 == "second\n")
-        #expect(change["version"] == 2)
+        if emptyFor < .milliseconds(40) {
+            // The file was empty for less than the watcher's window (50 ms): one reload, to the
+            // final text.
+            #expect(try session.read("d1").0 == "second\n", "empty for \(emptyFor)")
+            #expect(change["version"] == 2)
+        } else {
+            // A busy machine held this test for longer than the pause it asked for, nearly the
+            // window or more: the empty file may have been reported on its own. The document still
+            // ends at the final text, by a later reload.
+            var reloads = 1
+            while try session.read("d1").0 != "second\n" && reloads < 3 {
+                _ = try didChange(session)
+                reloads += 1
+            }
+            #expect(try session.read("d1").0 == "second\n", "empty for \(emptyFor), \(reloads) reloads")
+        }
         try expectQuiet(session)
         try session.shutdownAndExit()
     }
