@@ -7,8 +7,8 @@ import TextBuffer
 extension Server {
     /// `document/open`: reads the file off the ordered queue (a large file does not stall other
     /// requests), reporting `$/progress` under the client's `workDoneToken`; cancellable.
-    func openDocument(_ params: OpenDocumentRequest, _ context: RequestContext) throws(ResponseError) -> Answer<DocumentInfo> {
-        let target = try checkPath(params.path, field: "params.uri", mustExist: true)
+    func openDocument(_ params: OpenDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<DocumentInfo> {
+        let target = try await checkPath(params.path, field: "params.uri", mustExist: true)
         let path = target.path
         let pinned = target.resolved?.fileIdentity
         let encoding = params.encoding
@@ -37,7 +37,7 @@ extension Server {
     func createDocument(_ params: CreateDocumentRequest) async throws(ResponseError) -> DocumentInfo {
         switch params.location {
         case .file(let path):
-            let target = try creationPath(path, field: "params.uri")
+            let target = try await creationPath(path, field: "params.uri")
             defer { withExtendedLifetime(target) {} }
             do throws(DocumentError) {
                 let document = try await store.create(
@@ -47,7 +47,7 @@ extension Server {
                 throw Self.responseError(error, id: .null)
             }
         case .directory(let path, let rule, let nameFromFirstLine):
-            let directory = try checkPath(path, field: "params.directory", mustExist: true)
+            let directory = try await checkPath(path, field: "params.directory", mustExist: true)
             defer { withExtendedLifetime(directory) {} }
             do throws(DocumentError) {
                 let document = try await store.create(

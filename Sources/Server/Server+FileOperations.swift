@@ -16,7 +16,7 @@ extension Server {
     func deleteDocument(_ params: DeleteDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<DeleteDocumentResult> {
         let source = try await sourceFile(params.source)
         let discard = params.discard
-        try Self.requireRegularFile(source)
+        try await Self.requireRegularFile(source)
         let file = source.operand
         let store = store
         let ticket: FileOperationTicket
@@ -42,7 +42,7 @@ extension Server {
     /// `document/move`: `{uri | document, to, replace?}` → `{uri, displayName, fileType, document}`.
     func moveDocument(_ params: MoveDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<MoveDocumentResult> {
         let source = try await sourceFile(params.source)
-        let destination = try checkPath(params.destination, field: "params.to", mustExist: false)
+        let destination = try await checkPath(params.destination, field: "params.to", mustExist: false)
         return try await move(source, to: destination, replace: params.replace, context)
     }
 
@@ -51,27 +51,23 @@ extension Server {
         let source = try await sourceFile(params.source)
         let name = params.name
         let directory = Self.directory(of: source.request.path)
-        let destination = try checkPath(directory == "/" ? "/" + name : directory + "/" + name, field: "params.name", mustExist: false)
+        let destination = try await checkPath(directory == "/" ? "/" + name : directory + "/" + name, field: "params.name", mustExist: false)
         return try await move(source, to: destination, replace: false, context)
     }
 
     /// `workspace/import`: `{from, directory, name?, open?}` → `{uri, name, document?}`: a copy of
     /// `from` in `directory` under `name` or the next free name (`report 2.txt`), never replacing.
-    func importFile(_ params: ImportFileRequest, _ context: RequestContext) throws(ResponseError) -> Answer<ImportFileResult> {
-        let from = try checkPath(params.from, field: "params.from", mustExist: true)
-        let directory = try checkPath(params.directory, field: "params.directory", mustExist: true)
+    func importFile(_ params: ImportFileRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<ImportFileResult> {
+        let from = try await checkPath(params.from, field: "params.from", mustExist: true)
+        let directory = try await checkPath(params.directory, field: "params.directory", mustExist: true)
         let name = params.name
         let open = params.open
-        try Self.requireCopySource(from, field: "params.from")
+        try await Self.requireCopySource(from, field: "params.from")
         let store = store
         return .later {
-            let outcome = await runOnOwnThread { () -> Result<(path: String, identity: FileIdentity), FileSystemError> in
-                do throws(FileSystemError) {
-                    return .success(try FileTransfer.copy(from: from.operationPath, intoDirectory: directory.operationPath, preferredName: name))
-                } catch {
-                    return .failure(error.naming(from.operationPath, as: from.path).naming(directory.operationPath, as: directory.path))
-                }
-            }
+            let outcome = await Workspace.copy(
+                from: FileOperand(path: from.path, entry: from.operationPath),
+                intoDirectory: FileOperand(path: directory.path, entry: directory.operationPath), preferredName: name)
             let copied: String
             switch outcome {
             case .success(let (path, _)): copied = Document.displayName(forPath: path)
@@ -96,9 +92,9 @@ extension Server {
         let source: RequestPath?
         switch params.source {
         case .document: source = nil
-        case .file(let path): source = try checkPath(path, field: "params.uri", mustExist: true)
+        case .file(let path): source = try await checkPath(path, field: "params.uri", mustExist: true)
         }
-        let destination = try checkPath(params.destination, field: "params.to", mustExist: false)
+        let destination = try await checkPath(params.destination, field: "params.to", mustExist: false)
         let replace = params.replace
         let target = FileOperand(path: destination.path, entry: destination.entryPath)
         let store = store
@@ -121,20 +117,14 @@ extension Server {
             }
         }
         let from = source!
-        try Self.requireCopySource(from, field: "params.uri")
+        try await Self.requireCopySource(from, field: "params.uri")
         do throws(DocumentError) {
             try await store.checkNotOpen(destination.path)
         } catch {
             throw Self.responseError(error, id: context.id)
         }
         return .later {
-            let outcome = await runOnOwnThread { () -> Result<FileIdentity, FileSystemError> in
-                do throws(FileSystemError) {
-                    return .success(try FileTransfer.copy(from: from.operationPath, to: target.entry, replace: replace))
-                } catch {
-                    return .failure(error.naming(from.operationPath, as: from.path).naming(target.entry, as: target.path))
-                }
-            }
+            let outcome = await Workspace.copy(from: FileOperand(path: from.path, entry: from.operationPath), to: target, replace: replace)
             switch outcome {
             case .success(let identity):
                 return .success(ExportFileResult(path: destination.path, size: identity.size))
@@ -151,7 +141,7 @@ extension Server {
     /// the file's document if it is open; that document follows (`document/didMove` before the
     /// response).
     private func move(_ source: SourceFile, to destination: RequestPath, replace: Bool, _ context: RequestContext) async throws(ResponseError) -> Answer<MoveDocumentResult> {
-        try Self.requireRegularFile(source)
+        try await Self.requireRegularFile(source)
         let from = source.operand
         let to = FileOperand(path: destination.path, entry: destination.entryPath)
         let store = store
@@ -189,7 +179,7 @@ extension Server {
         let handle: String
         switch source {
         case .uri(let given):
-            return SourceFile(given: given, request: try checkPath(given, field: "params.uri", mustExist: true), field: "params.uri")
+            return SourceFile(given: given, request: try await checkPath(given, field: "params.uri", mustExist: true), field: "params.uri")
         case .document(let given):
             handle = given
         }
@@ -200,7 +190,7 @@ extension Server {
             throw Self.responseError(error, id: .null)
         }
         let field = "params.document"
-        return SourceFile(given: document.path, request: try checkPath(document.path, field: field, mustExist: true), field: field)
+        return SourceFile(given: document.path, request: try await checkPath(document.path, field: field, mustExist: true), field: field)
     }
 
     private static func directory(of path: String) -> String {
@@ -210,13 +200,13 @@ extension Server {
 
     /// A delete or move acts on regular files only: a directory, a special file or a symbolic link
     /// (the link itself, named by the request) is -32016.
-    private static func requireRegularFile(_ source: SourceFile) throws(ResponseError) {
-        if (try? FileKind.of(source.given, followingLinks: false)) == .symbolicLink {
+    private static func requireRegularFile(_ source: SourceFile) async throws(ResponseError) {
+        if (try? await Workspace.kind(of: source.given, followingLinks: false)) == .symbolicLink {
             throw notRegularFile(source.given, kind: "symbolic link")
         }
         let kind: FileKind
         do throws(FileSystemError) {
-            kind = try FileKind.of(source.request.entryPath, followingLinks: false, reportedAs: source.request.path)
+            kind = try await Workspace.kind(of: source.request.entryPath, followingLinks: false, reportedAs: source.request.path)
         } catch {
             throw fileSystemError(error)
         }
@@ -224,10 +214,10 @@ extension Server {
     }
 
     /// A copy's source (symbolic links followed) must be a regular file.
-    private static func requireCopySource(_ source: RequestPath, field: String) throws(ResponseError) {
+    private static func requireCopySource(_ source: RequestPath, field: String) async throws(ResponseError) {
         let kind: FileKind
         do throws(FileSystemError) {
-            kind = try FileKind.of(source.operationPath, followingLinks: true, reportedAs: source.path)
+            kind = try await Workspace.kind(of: source.operationPath, followingLinks: true, reportedAs: source.path)
         } catch {
             throw fileSystemError(error)
         }

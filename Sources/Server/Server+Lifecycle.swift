@@ -15,7 +15,8 @@ extension Server {
     func initialize(_ params: InitializeRequest) async throws(ResponseError) -> InitializeResult {
         // Everything is read and checked before anything changes: a bad field leaves the server
         // uninitialized.
-        let narrowedRoots = try params.roots.map { (paths) throws(ResponseError) in try narrowRoots(to: paths) }
+        var narrowedRoots: SandboxRoots? = nil
+        if let paths = params.roots { narrowedRoots = try await narrowRoots(to: paths) }
         // The first encoding the client lists that the server knows; utf-16 when none is listed
         // (every LSP client must support it).
         let chosen = params.positionEncodings?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
@@ -34,17 +35,17 @@ extension Server {
 
     /// `initializationOptions.roots` (paths): directories that narrow the server's roots; each
     /// must lie within them (or anywhere, when the server has none).
-    private func narrowRoots(to paths: [String]) throws(ResponseError) -> SandboxRoots {
+    private func narrowRoots(to paths: [String]) async throws(ResponseError) -> SandboxRoots {
         let field = InitializeRequest.rootsField
         if let roots {
             do throws(SandboxError) {
-                return try roots.narrowed(to: paths)
+                return try await Workspace.narrow(roots, to: paths)
             } catch {
                 throw Self.responseError(error, field: field, roots: roots)
             }
         }
         do throws(FileSystemError) {
-            return try SandboxRoots(paths)
+            return try await Workspace.openRoots(paths)
         } catch {
             throw .invalidParams(field: field, error.message)
         }
@@ -59,7 +60,7 @@ extension Server {
     func shutdown(_ params: ShutdownRequest) async -> NullResult {
         lifecycle = .shutDown
         // Live queries end: no workspace/didChangeFiles after the response.
-        stopAllQueries()
+        await stopAllQueries()
         // Nothing is saved after shutdown, autosave included.
         await store.setAutosave(.off)
         // The versions of the last saves are written before the answer (up to 10 s; they are

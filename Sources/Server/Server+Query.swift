@@ -14,10 +14,12 @@ struct WorkspaceQueries {
     /// Tells the queries when their response has been written (installed on the writer once).
     var responses: ResponseGate?
 
-    /// Stops every query (at `shutdown`).
-    mutating func stopAll() {
-        for query in live.values { query.stop() }
+    /// Stops every query (at `shutdown`): nothing more is sent for any; answers their watches,
+    /// for the caller to stop off the loop (``Workspace/stop(_:)-([DirectoryWatch])``).
+    mutating func stopAll() -> [DirectoryWatch] {
+        let watches = live.values.map { $0.stop() }
         live.removeAll()
+        return watches
     }
 }
 
@@ -74,12 +76,14 @@ final class LiveQuery: Sendable {
         self.events = events
     }
 
-    /// Stops the watch (no batch after it returns), the forwarding, and any notification not yet
-    /// written. Idempotent.
-    func stop() {
-        watch.stop()
+    /// Stops the forwarding and any notification not yet written: none goes out after this
+    /// returns (``send(_:with:)`` looks under the same lock). Answers the watch, for the caller to
+    /// stop off the loop (``Workspace/stop(_:)-(DirectoryWatch)``: a join of its thread); a batch
+    /// it delivers meanwhile goes into the finished stream and is dropped. Idempotent.
+    func stop() -> DirectoryWatch {
         stopped.withLock { $0 = true }
         events.finish()
+        return watch
     }
 
     /// Writes `notification` unless the query was stopped.
@@ -95,7 +99,7 @@ extension Server {
     /// path; with `watch`, a live query whose changes follow as `workspace/didChangeFiles`. The
     /// directory is read off the loop thread, in request order.
     func query(_ params: QueryRequest, _ context: RequestContext) async throws(ResponseError) -> QueryResult {
-        let root = try checkPath(params.root, field: "params.root", mustExist: true)
+        let root = try await checkPath(params.root, field: "params.root", mustExist: true)
         let recursive = params.recursive
         let watching = params.watch
         let pattern = params.pattern
@@ -105,13 +109,7 @@ extension Server {
         let writer = writer
 
         guard watching else {
-            let scanned = await runOnOwnThread { () -> Result<[DirectoryEntry], FileSystemError> in
-                do throws(FileSystemError) {
-                    return .success(try DirectoryQuery.scan(root: rootPath, pattern: pattern, recursive: recursive))
-                } catch {
-                    return .failure(error)
-                }
-            }
+            let scanned = await Workspace.scan(root: rootPath, pattern: pattern, recursive: recursive)
             switch scanned {
             case .success(let entries):
                 let open = OpenFiles(await store.openFiles)
@@ -125,14 +123,8 @@ extension Server {
         // The watch's batches go into the stream from the start (the first may come before the
         // watch's init returns); the forwarding task holds them until the response is written.
         let (stream, continuation) = AsyncStream.makeStream(of: LiveQuery.Event.self)
-        let started = await runOnOwnThread { () -> Result<DirectoryWatch, FileSystemError> in
-            do throws(FileSystemError) {
-                return .success(try DirectoryWatch(root: rootPath, pattern: pattern, recursive: recursive) { changes in
-                    continuation.yield(.changes(changes))
-                })
-            } catch {
-                return .failure(error)
-            }
+        let started = await Workspace.watch(root: rootPath, pattern: pattern, recursive: recursive) { changes in
+            continuation.yield(.changes(changes))
         }
         let watch: DirectoryWatch
         switch started {
@@ -162,18 +154,18 @@ extension Server {
     }
 
     /// `workspace/stopQuery`: ends a live query; nothing more is sent for it after the response.
-    func stopQuery(_ params: StopQueryRequest) throws(ResponseError) -> NullResult {
+    func stopQuery(_ params: StopQueryRequest) async throws(ResponseError) -> NullResult {
         let id = params.query
         guard let query = queries.live.removeValue(forKey: id) else {
             throw ResponseError(.unknownQuery, "No live query has the id \"\(id)\"", data: ["query": .string(id)])
         }
-        query.stop()
+        await Workspace.stop(query.stop())
         return NullResult()
     }
 
-    /// Stops every live query (`shutdown`).
-    func stopAllQueries() {
-        queries.stopAll()
+    /// Stops every live query (`shutdown`), joining their watches' threads off the loop.
+    func stopAllQueries() async {
+        await Workspace.stop(queries.stopAll())
     }
 
     // MARK: - Encoding

@@ -1,3 +1,4 @@
+import DocumentSession
 import FileStore
 import JSON
 import JSONRPC
@@ -23,7 +24,7 @@ extension Server {
     /// its directory is checked and pinned and the file is made by its name in that directory, so a symlink at the
     /// name (even a dangling one, even pointing inside) is never followed: the exclusive creation
     /// finds it there (-32013), as without roots.
-    func creationPath(_ path: String, field: String) throws(ResponseError) -> RequestPath {
+    func creationPath(_ path: String, field: String) async throws(ResponseError) -> RequestPath {
         guard roots != nil else { return RequestPath(path: path, operationPath: path, resolved: nil) }
         let name = path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
         guard !name.isEmpty, name != ".", name != ".." else {
@@ -32,12 +33,12 @@ extension Server {
         let directory = String(path.dropLast(name.utf8.count))
         let checked: RequestPath
         do throws(ResponseError) {
-            checked = try checkPath(directory.count > 1 ? String(directory.dropLast()) : directory, field: field, mustExist: true)
+            checked = try await checkPath(directory.count > 1 ? String(directory.dropLast()) : directory, field: field, mustExist: true)
         } catch where error.code == .outsideRoots {
             // The refusal names the path asked for, not its directory.
             guard let roots else { throw error }
             do throws(SandboxError) {
-                _ = try roots.resolve(path, mustExist: false)
+                _ = try await Workspace.resolve(path, in: roots, mustExist: false)
             } catch {
                 throw Self.responseError(error, field: field, roots: roots)
             }
@@ -50,11 +51,13 @@ extension Server {
 
     /// Checks `path` (absolute, as a request type read it with ``Params/filePath(_:)``) against the
     /// roots, if any; `mustExist: false` for a file the request may create (its directory must
-    /// exist beneath a root). `field` names the params member, for errors.
-    func checkPath(_ path: String, field: String, mustExist: Bool) throws(ResponseError) -> RequestPath {
+    /// exist beneath a root). `field` names the params member, for errors. The resolution (system
+    /// calls on each component) runs on a pooled thread (``Workspace/resolve(_:in:mustExist:)``),
+    /// never on the loop; without roots there is nothing to resolve.
+    func checkPath(_ path: String, field: String, mustExist: Bool) async throws(ResponseError) -> RequestPath {
         guard let roots else { return RequestPath(path: path, operationPath: path, resolved: nil) }
         do throws(SandboxError) {
-            let resolved = try roots.resolve(path, mustExist: mustExist)
+            let resolved = try await Workspace.resolve(path, in: roots, mustExist: mustExist)
             return RequestPath(path: resolved.realPath, operationPath: resolved.procPath, resolved: resolved)
         } catch {
             throw Self.responseError(error, field: field, roots: roots)

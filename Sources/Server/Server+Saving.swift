@@ -11,7 +11,8 @@ extension Server {
     /// cancellable until the file is replaced.
     func saveDocument(_ params: SaveDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<SaveDocumentResult> {
         let handle = params.handle
-        let newPath = try params.newPath.map { (path) throws(ResponseError) in try checkPath(path, field: "params.to", mustExist: false).path }
+        var newPath: String? = nil
+        if let path = params.newPath { newPath = try await checkPath(path, field: "params.to", mustExist: false).path }
         if newPath == nil { try await checkDocumentPath(handle, mustExist: false, context) }
         let store = store
         let ticket: SaveTicket
@@ -157,6 +158,6 @@ extension Server {
         } catch {
             throw Self.responseError(error, id: context.id)
         }
-        _ = try checkPath(path, field: "params.document", mustExist: mustExist)
+        _ = try await checkPath(path, field: "params.document", mustExist: mustExist)
     }
 }

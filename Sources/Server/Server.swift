@@ -114,7 +114,7 @@ public actor Server: MessageHandler {
     static let requests: [RequestEntry] = [
         RequestEntry(InitializeRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.initialize(params)) },
         RequestEntry(ShutdownRequest.self) { server, params, _ in .now(await server.shutdown(params)) },
-        RequestEntry(OpenDocumentRequest.self) { server, params, context throws(ResponseError) in try server.openDocument(params, context) },
+        RequestEntry(OpenDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.openDocument(params, context) },
         RequestEntry(CreateDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.createDocument(params)) },
         RequestEntry(ReadDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.readDocument(params)) },
         RequestEntry(EditDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.editDocument(params)) },
@@ -139,10 +139,10 @@ public actor Server: MessageHandler {
         RequestEntry(DeleteDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.deleteDocument(params, context) },
         RequestEntry(MoveDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.moveDocument(params, context) },
         RequestEntry(RenameDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.renameDocument(params, context) },
-        RequestEntry(ImportFileRequest.self) { server, params, context throws(ResponseError) in try server.importFile(params, context) },
+        RequestEntry(ImportFileRequest.self) { server, params, context throws(ResponseError) in try await server.importFile(params, context) },
         RequestEntry(ExportFileRequest.self) { server, params, context throws(ResponseError) in try await server.exportFile(params, context) },
         RequestEntry(QueryRequest.self) { server, params, context throws(ResponseError) in .now(try await server.query(params, context)) },
-        RequestEntry(StopQueryRequest.self) { server, params, _ throws(ResponseError) in .now(try server.stopQuery(params)) },
+        RequestEntry(StopQueryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.stopQuery(params)) },
     ]
 
     /// The notifications the server acts on.
