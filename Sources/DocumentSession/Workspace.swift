@@ -87,6 +87,12 @@ public enum Workspace {
         }.get()
     }
 
+    /// The version store of the state directory `directory` (its `versions` folder, made if
+    /// missing). Called once, at start, before the server serves: on the caller's thread.
+    public static func openVersionStore(inStateDirectory directory: String) throws(FileSystemError) -> VersionStore {
+        try VersionStore(directory: directory.hasSuffix("/") ? directory + "versions" : directory + "/versions")
+    }
+
     /// Opens `paths` as sandbox roots (``SandboxRoots/init(_:)``), on a pooled thread.
     public static func openRoots(_ paths: [String]) async throws(FileSystemError) -> SandboxRoots {
         try await runOnOwnThread { () -> Result<SandboxRoots, FileSystemError> in

@@ -80,7 +80,7 @@ public actor Server: MessageHandler {
         var unavailable = "the server was started without a state directory"
         if let directory = configuration.stateDirectory {
             do throws(FileSystemError) {
-                versions = try VersionStore(directory: directory.hasSuffix("/") ? directory + "versions" : directory + "/versions")
+                versions = try Workspace.openVersionStore(inStateDirectory: directory)
             } catch {
                 unavailable = "the state directory cannot be used: \(error.message)"
                 logger.warning("earlier versions of documents are not kept: \(error.message)")
