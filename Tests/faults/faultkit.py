@@ -13,6 +13,9 @@ strace, as used here (strace 6.1; see README.md for why):
   `strace -p`), so the counters start in the save's own thread and loads, sweeps and hashes do not
   use them up. The log (`-y`: fds with their paths) is checked to prove the fault hit the intended
   call of the save; a test never passes because the fault missed.
+- A thread's first malloc may open and close `/sys/devices/system/cpu/online` (glibc computing its
+  arena limit), which would shift those counts in a save that starts on a new pool thread: servers
+  run with the limit given (``allocator_tunables``), so glibc never reads it.
 """
 
 from __future__ import annotations
@@ -153,13 +156,38 @@ class Reply:
         return self.response["error"]
 
 
+def allocator_tunables() -> str:
+    """GLIBC_TUNABLES for a server under test: the user's, and glibc's own arena limit made explicit.
+
+    glibc's malloc gives a new thread an arena of its own on its first malloc. Its limit on arenas
+    (8 per online CPU on 64-bit) is computed once, when a thread needs an arena while more than 8
+    exist: that thread's malloc then opens, reads and closes `/sys/devices/system/cpu/online`
+    (`__get_nprocs`). When that thread is the pool thread a save starts on, its openat and close
+    come before the save's and shift strace's per-thread `when=N` counts: `close:when=1` kills the
+    close of that file instead of the temp file's. With `glibc.malloc.arena_max` set, glibc takes
+    the limit from it and never reads the file; set to the value glibc would compute, the server's
+    allocator behaves as without it (the same limit, the same arenas) and its threads make only
+    their own system calls. The server still puts its `glibc.malloc.tcache_count` first
+    (MallocTuning); an `arena_max` in the environment is left alone."""
+    given = os.environ.get("GLIBC_TUNABLES", "")
+    if "glibc.malloc.arena_max" in given:
+        return given
+    # What glibc's arena_get2 computes: NARENAS_FROM_NCORES(__get_nprocs()), and sysconf answers
+    # from __get_nprocs (the online CPUs); 2 CPUs when it knows nothing.
+    online = os.sysconf("SC_NPROCESSORS_ONLN")
+    setting = f"glibc.malloc.arena_max={8 * (online if online >= 1 else 2)}"
+    return f"{given}:{setting}" if given else setting
+
+
 class Server:
     """A docsession server on stdio, started as `*prefix BIN` (prefix: a wrapper such as
     `prlimit --fsize=1024 --`, `setpriv ...` or `sh -c 'umask 077 && exec "$0"'`, which must exec the
-    server so that its pid is the server's)."""
+    server so that its pid is the server's), under `env GLIBC_TUNABLES=...` (``allocator_tunables``:
+    glibc's arena limit given, so that no thread of the server reads the CPU count in the middle of
+    a traced save)."""
 
     def __init__(self, prefix: Iterable[str] = (), timeout: float = 30.0, initialization: dict | None = None):
-        argv = [*prefix, BIN]
+        argv = ["env", f"GLIBC_TUNABLES={allocator_tunables()}", *prefix, BIN]
         self.rpc = RpcClient(binary=argv[0], args=tuple(argv[1:]), timeout=timeout)
         self.notifications: list[dict] = []
         self.rpc.initialize({} if initialization is None else initialization)
@@ -398,6 +426,8 @@ def split_args(args: str) -> list[str]:
 
 
 _LINE = re.compile(r"^(\d+)\s+(.*)$")
+# The arguments and the result of a call: up to the last `)` followed by ` = ` (or padding and `= `).
+_RESULT = re.compile(r"^(.*)\) += (.*)$", re.DOTALL)
 
 
 def parse_strace(log: str) -> list[Call]:
@@ -420,8 +450,12 @@ def parse_strace(log: str) -> list[Call]:
         if not head:
             continue
         name, tail = head.group(1), head.group(2)
-        args, separator, result = tail.rpartition(") = ")
-        if not separator:
+        # strace pads short lines to its result column: a resumed call reads `<... close resumed>)
+        # = ?` with many spaces before the `=`, and its args must not keep them.
+        ending = _RESULT.match(tail)
+        if ending:
+            args, result = ending.group(1), ending.group(2)
+        else:
             args, result = tail.rstrip(")"), "?"
         calls.append(Call(pid, name, args, result.strip(), raw, len(calls)))
     return calls
