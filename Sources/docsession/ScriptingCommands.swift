@@ -139,10 +139,16 @@ enum FileDescriptorReader {
         }
     }
 
-    /// The text of the file at `path`; throws only when it cannot be opened (a read that fails
-    /// after the open ends the text there, see ``readUntilEndOrError(_:)``).
+    /// The text of the file at `path`; throws when it cannot be opened, and when it is a directory
+    /// (`EISDIR`: the open succeeds, the first read fails; a read that fails after some text ends
+    /// the text there, see ``readUntilEndOrError(_:)``).
     static func contents(of path: String) throws(SystemCallError) -> String {
         let file = try Descriptor.open(path, .readOnly)
-        return String(decoding: readUntilEndOrError(file.unowned), as: UTF8.self)
+        var first = [UInt8](repeating: 0, count: 1 << 16)
+        let count = try first.withUnsafeMutableBytes { buffer in
+            Result { () throws(SystemCallError) in try readSome(into: buffer, from: file.unowned, path: path) }
+        }.get()
+        guard count > 0 else { return "" }
+        return String(decoding: first[..<count] + readUntilEndOrError(file.unowned), as: UTF8.self)
     }
 }

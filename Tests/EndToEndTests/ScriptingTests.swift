@@ -101,4 +101,15 @@ struct ScriptingTests {
             #expect(run.stdout.isEmpty)
         }
     }
+
+    @Test("run: a script that cannot be read (missing, or a directory) names it and why, exit 2, nothing sent")
+    func runRefusesAnUnreadableScript() throws {
+        let directory = try TemporaryDirectory(prefix: "docsession-e2e")
+        for (script, reason) in [(directory.file("missing.jsonl"), "No such file or directory"), (directory.path, "Is a directory")] {
+            let run = try RawRun.run(["run", script] + stateArguments)
+            #expect(run.status == 2, "\(script)")
+            #expect(run.stderr.contains("docsession run: cannot read \(script): \(reason)"), "\(run.stderr)")
+            #expect(run.stdout.isEmpty)
+        }
+    }
 }
