@@ -112,10 +112,12 @@ extension DocumentTests {
             #expect(seen.first { $0["id"] == "read" }?["result"]?["text"] == "small\n")
             #expect(seen.first { $0["id"] == "edit" }?["result"]?["version"] == 2)
             // Answered while the load ran, not after it: answers come in order anyway, so what shows it
-            // is how far the load had got when they arrived.
+            // is that the load had not finished when they arrived. (How far it had got is the
+            // machine's business: 0 to 7% with both processors kept busy, 75% once while two test
+            // runs shared the two processors; a load that held the loop would show 100.)
             let progressAt = Self.percentagesBeforeAnswers(seen)
             for id: JSONValue in ["state", "read", "edit", "probe"] {
-                #expect((progressAt[id] ?? 100) < 50, "\(id.jsonText) was answered only when the load had reached \(progressAt[id] ?? -1)%")
+                #expect((progressAt[id] ?? 100) < 100, "\(id.jsonText) was answered only when the load had reached \(progressAt[id] ?? -1)%")
             }
 
             // Progress: begin (seen above), rising reports, end, all before the response.
@@ -231,9 +233,16 @@ extension DocumentTests {
             try session.sendRequest(id: "state", "document/state", ["document": "d1"])
             var seen = early
             while seen.filter({ $0["method"] == nil }).count < loads + 2 { seen.append(try session.next()) }
+            // Answered while the loads ran: before any of them finished. (How far they had got is the
+            // machine's business: 0 to 7% with both processors kept busy, 75% once while two test
+            // runs shared the two processors; loads that held the loop would show 100 and come first.)
             let progressAt = Self.percentagesBeforeAnswers(seen)
+            let answers = seen.compactMap { $0["method"] == nil ? $0["id"]?.stringValue : nil }
             for id: JSONValue in ["probe", "state"] {
-                #expect((progressAt[id] ?? 100) < 50, "\(id.jsonText) was answered only when a load had reached \(progressAt[id] ?? -1)%")
+                #expect((progressAt[id] ?? 100) < 100, "\(id.jsonText) was answered only when a load had reached \(progressAt[id] ?? -1)%")
+                let position = answers.firstIndex(of: id.stringValue ?? "")
+                let firstOpen = answers.firstIndex { $0.hasPrefix("open-") }
+                #expect(position != nil && (firstOpen == nil || position! < firstOpen!), "the answers came in this order: \(answers)")
             }
             _ = session.server.takeNotifications()
             try session.expectNothingElse()
