@@ -535,3 +535,92 @@ private func installInterruptingHandler(_ signal: Int32) {
         #expect(here.st_dev == there.st_dev && here.st_ino == there.st_ino)
     }
 }
+
+@Suite struct PositionalReadWriteTests {
+    /// Reads into a new array of `count` bytes with `body`, answering the bytes read.
+    private func read(_ count: Int, _ body: (UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let got = try bytes.withUnsafeMutableBytes { buffer in
+            Result { () throws(SystemCallError) in try body(buffer) }
+        }.get()
+        return Array(bytes[..<got])
+    }
+
+    @Test("writeAll at an offset and reads at offsets: a hole reads as zeros, a read at the end is short, past it empty; the file offset stays put")
+    func atOffsets() throws {
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        let file = try Descriptor.open(directory.file("f"), .readWrite, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+        try Array("hello".utf8).withUnsafeBytes { bytes in
+            Result { () throws(SystemCallError) in try writeAll(bytes, to: file.unowned, at: 10) }
+        }.get()
+        try Array("HE".utf8).withUnsafeBytes { bytes in
+            Result { () throws(SystemCallError) in try writeAll(bytes, to: file.unowned, at: 10) }
+        }.get()
+        #expect(lseek(file.rawValue, 0, SEEK_CUR) == 0)
+        #expect(try directory.contents("f") == [UInt8](repeating: 0, count: 10) + Array("HEllo".utf8))
+
+        #expect(try read(5) { (b) throws(SystemCallError) in try readSome(into: b, from: file.unowned, at: 10) } == Array("HEllo".utf8))
+        #expect(try read(10) { (b) throws(SystemCallError) in try readSome(into: b, from: file.unowned, at: 12) } == Array("llo".utf8))
+        #expect(try read(10) { (b) throws(SystemCallError) in try readSome(into: b, from: file.unowned, at: 15) } == [])
+        #expect(try read(10) { (b) throws(SystemCallError) in try readSome(into: b, from: file.unowned, at: 1000) } == [])
+        #expect(try read(4) { (b) throws(SystemCallError) in try readFully(into: b, from: file.unowned, at: 8) } == [0, 0] + Array("HE".utf8))
+        #expect(try read(64) { (b) throws(SystemCallError) in try readFully(into: b, from: file.unowned, at: 0) }.count == 15)
+        #expect(try read(64) { (b) throws(SystemCallError) in try readFully(into: b, from: file.unowned, at: 15) } == [])
+        #expect(lseek(file.rawValue, 0, SEEK_CUR) == 0)
+    }
+
+    @Test("on a pipe, which has no offsets, pread and pwrite fail with ESPIPE, naming the call and the path given")
+    func notSeekable() throws {
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        let reader = Descriptor(owningRawValue: ends[0])
+        let writer = Descriptor(owningRawValue: ends[1])
+        try writeAll([1, 2, 3], to: writer.unowned)
+        #expect(throws: SystemCallError(errno: .illegalSeek, call: "pread", path: "the pipe")) {
+            _ = try read(3) { (b) throws(SystemCallError) in try readFully(into: b, from: reader.unowned, at: 0, path: "the pipe") }
+        }
+        #expect(throws: SystemCallError(errno: .illegalSeek, call: "pwrite", path: nil)) {
+            try [UInt8](repeating: 1, count: 3).withUnsafeBytes { bytes in
+                Result { () throws(SystemCallError) in try writeAll(bytes, to: writer.unowned, at: 0) }
+            }.get()
+        }
+    }
+
+    @Test("a file read in pieces of a prime size: readFully answers full pieces, then the short last one")
+    func readFullyInPieces() throws {
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        let content = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let path = try directory.write("f", content)
+        let file = try Descriptor.open(path, .readOnly)
+        var back: [UInt8] = []
+        var counts: [Int] = []
+        while true {
+            let piece = try read(4099) { (b) throws(SystemCallError) in try readFully(into: b, from: file.unowned, at: Int64(back.count)) }
+            counts.append(piece.count)
+            back += piece
+            if piece.count < 4099 { break }
+        }
+        #expect(back == content)
+        #expect(counts.dropLast().allSatisfy { $0 == 4099 } && counts.last == 100_000 % 4099)
+    }
+
+    @Test("the gathered writeAll writes more pieces than one pwritev takes, empty ones skipped, in order at the offset")
+    func gathered() throws {
+        let directory = try TemporaryDirectory(prefix: "systemcalls-test")
+        let file = try Descriptor.open(directory.file("f"), .readWrite, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
+        var generator = SeededGenerator(seed: 16)
+        let pieces: [[UInt8]] = (0..<3000).map { index in
+            index % 7 == 0 ? [] : [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: Int.random(in: 1...300, using: &generator))
+        }
+        let total = pieces.reduce(0) { $0 + $1.count }
+        #expect(try writeAll(pieces, to: file.unowned, at: 3) == total)
+        #expect(try directory.contents("f") == [0, 0, 0] + pieces.flatMap { $0 })
+        #expect(try writeAll([], to: file.unowned, at: 0) == 0)
+        #expect(lseek(file.rawValue, 0, SEEK_CUR) == 0)
+
+        let reader = try Descriptor.open(directory.file("f"), .readOnly)
+        #expect(throws: SystemCallError(errno: .badFileDescriptor, call: "pwritev", path: "f")) {
+            _ = try writeAll([[1]], to: reader.unowned, at: 0, path: "f")
+        }
+    }
+}
