@@ -77,21 +77,18 @@ public struct ContentHasher: Sendable {
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 4096)
         defer { buffer.deallocate() }
         var hasher = ContentHasher()
-        var offset: off_t = 0
+        var offset: Int64 = 0
         while true {
-            let got = pread(fd, buffer, size, offset)
-            if got < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
-            if got == 0 { break }
+            let piece = UnsafeMutableRawBufferPointer(start: buffer, count: size)
+            guard let got = try? readFully(into: piece, from: FileDescriptor(rawValue: fd), at: offset) else { return nil }
             hasher.update(UnsafeRawBufferPointer(start: buffer, count: got))
-            offset += off_t(got)
+            offset += Int64(got)
+            if got < size { break }  // the end of the file
         }
         var after = stat()
         guard fstat(fd, &after) == 0 else { return nil }
         let identity = FileIdentity(after)
-        guard FileIdentity(before).sameState(as: identity), Int64(offset) == identity.size else { return nil }
+        guard FileIdentity(before).sameState(as: identity), offset == identity.size else { return nil }
         return (hasher.finalize(), identity)
     }
 }

@@ -2,6 +2,8 @@
     import Glibc
 #endif
 import Synchronization
+import SystemCalls
+import SystemPackage
 
 extension TextFileLoader {
     /// The size from which ``loadInParts(path:encoding:pieceSize:minimumSplitSize:progress:isCancelled:startingWith:consume:)``
@@ -130,17 +132,11 @@ extension TextFileLoader {
 
     /// Reads up to `bytes.count` bytes at `offset` (fewer only at the end of the file).
     static func readFully(fd: Int32, path: String, into bytes: inout [UInt8], at offset: Int) throws(LoadError) -> Int {
-        var count = 0
-        while count < bytes.count {
-            let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + count, $0.count - count, off_t(offset + count)) }
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw .fileSystem(FileSystemError(errno: errno, syscall: "pread", path: path))
+        try bytes.withUnsafeMutableBytes { buffer in
+            Result { () throws(SystemCallError) in
+                try SystemCalls.readFully(into: buffer, from: FileDescriptor(rawValue: fd), at: Int64(offset), path: path)
             }
-            if got == 0 { break }
-            count += got
-        }
-        return count
+        }.mapError { LoadError.fileSystem(FileSystemError($0)) }.get()
     }
 
     /// What reading one part learned.
@@ -172,10 +168,12 @@ extension TextFileLoader {
             let limit = end ?? Int.max
             while offset < limit {
                 if shared.isStopped || isCancelled() { throw .cancelled }
-                let got = pread(fd, buffer.baseAddress!, min(pieceSize, limit - offset), off_t(offset))
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    throw .fileSystem(FileSystemError(errno: errno, syscall: "pread", path: path))
+                let got: Int
+                do throws(SystemCallError) {
+                    let piece = UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: buffer[..<min(pieceSize, limit - offset)]))
+                    got = try readSome(into: piece, from: FileDescriptor(rawValue: fd), at: Int64(offset), path: path)
+                } catch {
+                    throw .fileSystem(FileSystemError(error))
                 }
                 if got == 0 { break }
                 do throws(TextDecoder.Failure) {

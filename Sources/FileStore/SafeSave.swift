@@ -71,15 +71,15 @@ public final class SaveSink {
     }
 
     /// Writes out the pending pieces: `pwritev` at the running offset, looping over short writes
-    /// and EINTR.
+    /// and EINTR (`SystemCalls.writeAll(_:to:at:path:)`).
     func flush() throws(SaveError) {
         if isCancelled() { throw .cancelled }
         guard !pending.isEmpty else { return }
         let written: Int
-        switch writeGathered(fd, pending, at: offset) {
-        case .success(let count): written = count
-        case .failure(let failure):
-            throw .fileSystem(FileSystemError(errno: failure.code, syscall: "pwritev", path: path, reason: context))
+        do {
+            written = try writeAll(pending, to: FileDescriptor(rawValue: fd), at: Int64(offset), path: path)
+        } catch {
+            throw .fileSystem(FileSystemError(error, reason: context))
         }
         pending.removeAll(keepingCapacity: true)
         pendingBytes = 0
@@ -392,28 +392,20 @@ public enum SafeSave {
     /// Copies all of `from` (from its start) over `to` (from its start, truncated to the length).
     private static func copyBytes(from: Int32, to: Int32, fromPath: String, toPath: String) throws(SaveError) {
         let size = 1 << 20
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 4096)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 4096)
         defer { buffer.deallocate() }
-        var offset: off_t = 0
-        while true {
-            let got = pread(from, buffer, size, offset)
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw .fileSystem(FileSystemError(errno: errno, syscall: "pread", path: fromPath))
+        var offset: Int64 = 0
+        do {
+            while true {
+                let got = try readSome(into: buffer, from: FileDescriptor(rawValue: from), at: offset, path: fromPath)
+                if got == 0 { break }
+                try writeAll(UnsafeRawBufferPointer(rebasing: buffer[..<got]), to: FileDescriptor(rawValue: to), at: offset, path: toPath)
+                offset += Int64(got)
             }
-            if got == 0 { break }
-            var done = 0
-            while done < got {
-                let wrote = pwrite(to, buffer + done, got - done, offset + off_t(done))
-                if wrote < 0 {
-                    if errno == EINTR { continue }
-                    throw .fileSystem(FileSystemError(errno: errno, syscall: "pwrite", path: toPath))
-                }
-                done += wrote
-            }
-            offset += off_t(got)
+        } catch {
+            throw .fileSystem(FileSystemError(error))
         }
-        guard ftruncate(to, offset) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "ftruncate", path: toPath)) }
+        guard ftruncate(to, off_t(offset)) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "ftruncate", path: toPath)) }
     }
 
     // MARK: - Steps
@@ -642,46 +634,4 @@ extension Substring {
     fileprivate func trimmingCharacters() -> String {
         String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" }).reversed())
     }
-}
-
-/// Writes `pieces`, in order, at `offset` with `pwritev`, looping over short writes and EINTR (the
-/// gathered write of a save and of a kept version). Answers the bytes written, or the errno of the
-/// failure.
-func writeGathered(_ fd: Int32, _ pieces: [[UInt8]], at offset: off_t) -> Result<Int, ErrnoFailure> {
-    var vectors: [iovec] = []
-    vectors.reserveCapacity(pieces.count)
-    for piece in pieces {
-        // The storage of an array that `pieces` keeps alive and unchanged meanwhile.
-        let base = piece.withUnsafeBufferPointer { UnsafeMutableRawPointer(mutating: $0.baseAddress!) }
-        vectors.append(iovec(iov_base: base, iov_len: piece.count))
-    }
-    var first = 0
-    var written = 0
-    while first < vectors.count {
-        let wrote = vectors.withUnsafeBufferPointer { all in
-            pwritev(fd, all.baseAddress! + first, Int32(all.count - first), offset + off_t(written))
-        }
-        if wrote < 0 {
-            if errno == EINTR { continue }
-            return .failure(ErrnoFailure(code: errno))
-        }
-        written += wrote
-        // Skip the vectors written whole; trim the one written in part.
-        var left = wrote
-        while first < vectors.count && left >= vectors[first].iov_len {
-            left -= vectors[first].iov_len
-            first += 1
-        }
-        if left > 0 {
-            vectors[first].iov_base += left
-            vectors[first].iov_len -= left
-        }
-    }
-    withExtendedLifetime(pieces) {}
-    return .success(written)
-}
-
-/// The errno of a failed system call, for a caller that names the call and the path itself.
-struct ErrnoFailure: Error {
-    let code: Int32
 }

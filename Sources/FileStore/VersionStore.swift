@@ -657,13 +657,14 @@ public final class VersionStore: Sendable {
                 guard bytes.count <= limit else { throw FileSystemError(errno: EFBIG, syscall: "pread", path: path) }
                 bytes.append(contentsOf: repeatElement(0, count: max(4096, bytes.count)))
             }
-            let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, $0.count - done, off_t(done)) }
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError(errno: errno, syscall: "pread", path: path)
-            }
-            if got == 0 { break }
+            let wanted = bytes.count - done
+            let got = try bytes.withUnsafeMutableBytes { buffer in
+                Result { () throws(SystemCallError) in
+                    try readFully(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), from: FileDescriptor(rawValue: fd), at: Int64(done), path: path)
+                }
+            }.mapError { FileSystemError($0) }.get()
             done += got
+            if got < wanted { break }  // the end of the file
         }
         bytes.removeSubrange(done...)
         return bytes
@@ -721,9 +722,10 @@ private struct GatheringWriter {
     mutating func flush() throws(FileSystemError) {
         guard !pending.isEmpty else { return }
         let written: Int
-        switch writeGathered(fd, pending, at: offset) {
-        case .success(let count): written = count
-        case .failure(let failure): throw FileSystemError(errno: failure.code, syscall: "pwritev", path: path)
+        do {
+            written = try writeAll(pending, to: FileDescriptor(rawValue: fd), at: Int64(offset), path: path)
+        } catch {
+            throw FileSystemError(error)
         }
         pending.removeAll(keepingCapacity: true)
         pendingBytes = 0
