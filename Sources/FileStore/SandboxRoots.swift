@@ -1,4 +1,6 @@
 import CFileSystem
+import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -55,34 +57,37 @@ public struct SandboxError: Error, Sendable, Equatable, CustomStringConvertible 
 /// (or, for a file to create, its directory pinned and its name), so that later operations act on
 /// exactly what was checked, whatever is renamed or replaced meanwhile.
 ///
-/// The descriptors belong to this object and are closed when it goes away: keep it alive for as
-/// long as ``procPath`` or the descriptors are used. `O_PATH` descriptors neither read nor write;
-/// reopen the object with ``open(_:mode:)`` (or open ``procPath`` yourself).
+/// The descriptors belong to this object (owned `Descriptor`s) and are closed when it goes away:
+/// keep it alive for as long as ``procPath`` or the descriptors' numbers are used. `O_PATH`
+/// descriptors neither read nor write; reopen the object with ``open(_:mode:)`` (or open
+/// ``procPath`` yourself).
 public final class ResolvedPath: Sendable {
     /// The canonical absolute path of the object (of its directory plus ``name`` when it does not
     /// exist yet), as the kernel names the pinned descriptor at resolution time.
     public let realPath: String
-    /// An `O_PATH` descriptor of the object; nil when it does not exist (`mustExist: false`).
-    /// Never a symlink: a final symlink is resolved (beneath the roots) to its target.
-    public let descriptor: Int32?
-    /// An `O_PATH` descriptor of the directory holding the object; nil only when the path is a
-    /// root itself (its directory is outside the roots).
-    public let parentDescriptor: Int32?
+    /// The object's `O_PATH` descriptor (see ``descriptor``).
+    private let object: Descriptor?
+    /// Its directory's `O_PATH` descriptor (see ``parentDescriptor``).
+    private let parent: Descriptor?
     /// The object's name in that directory (after symlinks: the target's name). A save by rename
     /// replaces `name` in ``parentDescriptor``.
     public let name: String
 
-    init(realPath: String, descriptor: Int32?, parentDescriptor: Int32?, name: String) {
+    init(realPath: String, object: consuming Descriptor?, parent: consuming Descriptor?, name: String) {
         self.realPath = realPath
-        self.descriptor = descriptor
-        self.parentDescriptor = parentDescriptor
+        self.object = object
+        self.parent = parent
         self.name = name
     }
 
-    deinit {
-        if let descriptor { close(descriptor) }
-        if let parentDescriptor { close(parentDescriptor) }
-    }
+    /// The number of an `O_PATH` descriptor of the object, owned by this object; nil when it does
+    /// not exist (`mustExist: false`). Never a symlink: a final symlink is resolved (beneath the
+    /// roots) to its target.
+    public var descriptor: Int32? { rawValue(of: object) }
+
+    /// The number of an `O_PATH` descriptor of the directory holding the object, owned by this
+    /// object; nil only when the path is a root itself (its directory is outside the roots).
+    public var parentDescriptor: Int32? { rawValue(of: parent) }
 
     /// Whether the object existed at resolution time.
     public var exists: Bool { descriptor != nil }
@@ -111,16 +116,18 @@ public final class ResolvedPath: Sendable {
 
     /// Opens the resolved object with open(2) `flags` (`O_CLOEXEC` added): the pinned inode when it
     /// existed (`O_NOFOLLOW` is ignored there), else `name` in the pinned directory with
-    /// `O_NOFOLLOW` added, created with `mode` when `flags` has `O_CREAT`. The caller closes it.
-    public func open(_ flags: Int32, mode: mode_t = 0o666) throws(FileSystemError) -> Int32 {
-        let fd: Int32
-        if let descriptor {
-            fd = Glibc.open("/proc/self/fd/\(descriptor)", flags & ~O_NOFOLLOW | O_CLOEXEC, mode)
-        } else {
-            fd = openat(parentDescriptor!, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)
+    /// `O_NOFOLLOW` added, created with `mode` when `flags` has `O_CREAT`.
+    public func open(_ flags: Int32, mode: mode_t = 0o666) throws(FileSystemError) -> Descriptor {
+        let access = FileDescriptor.AccessMode(rawValue: flags & O_ACCMODE)
+        let options = FileDescriptor.OpenOptions(rawValue: flags & ~O_ACCMODE)
+        do {
+            if let descriptor {
+                return try Descriptor.open("/proc/self/fd/\(descriptor)", access, options: options.subtracting(.noFollow), permissions: FilePermissions(rawValue: mode))
+            }
+            return try Descriptor.open(name, access, options: options.union(.noFollow), permissions: FilePermissions(rawValue: mode), relativeTo: FileDescriptor(rawValue: parentDescriptor!))
+        } catch {
+            throw FileSystemError(errno: error.errno.rawValue, syscall: "open", path: realPath)
         }
-        guard fd >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: realPath) }
-        return fd
     }
 }
 
@@ -162,12 +169,23 @@ public final class ResolvedPath: Sendable {
 ///
 /// Immutable and thread-safe; resolutions are independent.
 public final class SandboxRoots: Sendable {
-    /// One root: its descriptor, its canonical path and the spellings that name it in requests.
-    struct Root: Sendable {
-        let descriptor: Int32
+    /// One root: its descriptor, its canonical path and the spellings that name it in requests. A
+    /// class, so that the roots' list can hold it: the root owns its descriptor, closed once, when
+    /// the last reference goes (with the `SandboxRoots`, or after a resolution still using it).
+    final class Root: Sendable {
+        let directory: Descriptor
         let realPath: String
         /// The components of the canonical path, and of the spelling given when it differs.
         let spellings: [[String]]
+
+        init(directory: consuming Descriptor, realPath: String, spellings: [[String]]) {
+            self.directory = directory
+            self.realPath = realPath
+            self.spellings = spellings
+        }
+
+        /// The number of the root's descriptor, for a call made while the root is held.
+        var descriptor: Int32 { directory.rawValue }
     }
 
     /// How paths are resolved: openat2 first (the walk for what it refuses), or the walk only (for
@@ -190,25 +208,15 @@ public final class SandboxRoots: Sendable {
     }
 
     convenience init(_ paths: [String], resolver: Resolver) throws(FileSystemError) {
+        // A failure drops the roots opened so far, which closes them.
         var opened: [Root] = []
-        for path in paths {
-            do throws(FileSystemError) {
-                opened.append(try Self.openRoot(path))
-            } catch {
-                for root in opened { close(root.descriptor) }
-                throw error
-            }
-        }
+        for path in paths { opened.append(try Self.openRoot(path)) }
         self.init(roots: opened, resolver: resolver)
     }
 
     private init(roots: [Root], resolver: Resolver) {
         self.roots = roots
         self.resolver = resolver
-    }
-
-    deinit {
-        for root in roots { close(root.descriptor) }
     }
 
     /// The roots' canonical paths when they were opened, in the order given. (A root renamed since,
@@ -220,7 +228,7 @@ public final class SandboxRoots: Sendable {
     public static var openat2Available: Bool {
         let fd = cfs_openat2_path(AT_FDCWD, ".", O_DIRECTORY, UInt64(CFS_RESOLVE_BENEATH))
         guard fd >= 0 else { return false }
-        close(fd)
+        _ = Descriptor(owningRawValue: fd)  // dropped: closed
         return true
     }
 
@@ -228,25 +236,15 @@ public final class SandboxRoots: Sendable {
     /// rules of ``resolve(_:mustExist:)``) to a directory inside these roots; the new root is that
     /// directory, pinned. The result resolves the same way as `self`.
     public func narrowed(to paths: [String]) throws(SandboxError) -> SandboxRoots {
+        // A failure drops the roots opened so far, which closes them.
         var opened: [Root] = []
-        var failure: SandboxError?
         for path in paths {
-            do throws(SandboxError) {
-                let resolved = try resolve(path, mustExist: true)
-                guard let descriptor = resolved.descriptor, Self.isDirectory(descriptor) else {
-                    throw .fileSystem(errno: ENOTDIR, syscall: "open", path: path, reason: "a root must be a directory")
-                }
-                let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-                guard copy >= 0 else { throw .fileSystem(errno: errno, syscall: "fcntl", path: path) }
-                opened.append(Root(descriptor: copy, realPath: resolved.realPath, spellings: Self.spellings(given: path, real: resolved.realPath)))
-            } catch {
-                failure = error
-                break
+            let resolved = try resolve(path, mustExist: true)
+            guard let descriptor = resolved.descriptor, Self.isDirectory(descriptor) else {
+                throw .fileSystem(errno: ENOTDIR, syscall: "open", path: path, reason: "a root must be a directory")
             }
-        }
-        if let failure {
-            for root in opened { close(root.descriptor) }
-            throw failure
+            let copy = try Self.duplicate(descriptor, path: path)
+            opened.append(Root(directory: copy, realPath: resolved.realPath, spellings: Self.spellings(given: path, real: resolved.realPath)))
         }
         return SandboxRoots(roots: opened, resolver: resolver)
     }
@@ -297,27 +295,25 @@ public final class SandboxRoots: Sendable {
     func resolveWithOpenat2(_ root: Root, _ rest: [String], path: String, mustExist: Bool) throws(SandboxError) -> ResolvedPath? {
         guard let name = rest.last, name != ".." else { return nil }
         let directory = rest.dropLast().joined(separator: "/")
-        let parent = cfs_openat2_path(root.descriptor, directory.isEmpty ? "." : directory, O_DIRECTORY, UInt64(CFS_RESOLVE_BENEATH | CFS_RESOLVE_NO_MAGICLINKS))
-        if parent < 0 {
+        let parentNumber = cfs_openat2_path(root.descriptor, directory.isEmpty ? "." : directory, O_DIRECTORY, UInt64(CFS_RESOLVE_BENEATH | CFS_RESOLVE_NO_MAGICLINKS))
+        if parentNumber < 0 {
             switch errno {
             case EXDEV, ELOOP, EAGAIN, ENOSYS, EPERM, EINVAL, E2BIG: return nil
             case let number: throw .fileSystem(errno: number, syscall: "openat2", path: path)
             }
         }
-        let object = cfs_openat_path(parent, name, O_NOFOLLOW)
-        if object < 0 {
+        // From here each way out either hands the descriptors to the result or drops (closes) them.
+        let parent = Descriptor(owningRawValue: parentNumber)
+        let objectNumber = cfs_openat_path(parent.rawValue, name, O_NOFOLLOW)
+        if objectNumber < 0 {
             let number = errno
-            if number == ENOENT && !mustExist { return try Self.result(parent: parent, name: name, object: nil, path: path) }
-            close(parent)
+            if number == ENOENT && !mustExist { return try Self.result(parent: consume parent, name: name, object: nil, path: path) }
             throw .fileSystem(errno: number, syscall: "openat", path: path)
         }
+        let object = Descriptor(owningRawValue: objectNumber)
         var status = stat()
-        guard fstat(object, &status) == 0, status.st_mode & S_IFMT != S_IFLNK else {
-            close(object)
-            close(parent)
-            return nil
-        }
-        return try Self.result(parent: parent, name: name, object: object, path: path)
+        guard fstat(object.rawValue, &status) == 0, status.st_mode & S_IFMT != S_IFLNK else { return nil }
+        return try Self.result(parent: consume parent, name: name, object: consume object, path: path)
     }
 
     /// A component still to walk, and the symlink it comes from (for the error messages).
@@ -326,18 +322,29 @@ public final class SandboxRoots: Sendable {
         let link: (path: String, target: String)?
     }
 
-    /// A directory reached by the walk: its descriptor (owned by the walk), path and name.
-    private struct Frame {
-        let descriptor: Int32
+    /// A directory reached by the walk: its descriptor, path and name. A class, so that the walk's
+    /// stack (an array) can hold it: it owns its descriptor, closed once, when the frame is popped,
+    /// replaced or left behind by the walk's end.
+    private final class Frame {
+        let directory: Descriptor
         let path: String
         let name: String
+
+        init(directory: consuming Descriptor, path: String, name: String) {
+            self.directory = directory
+            self.path = path
+            self.name = name
+        }
+
+        /// The number of the frame's descriptor, for a call made while the frame is held.
+        var descriptor: Int32 { directory.rawValue }
     }
 
     /// The walk: one component at a time from `root`, never following a symlink but reading it and
     /// walking its target (see the type's rules).
     private func walk(_ start: Root, _ rest: [String], path: String, mustExist: Bool) throws(SandboxError) -> ResolvedPath {
+        // The frames own their descriptors: whatever way the walk ends, the stack left is dropped.
         var stack: [Frame] = []
-        defer { for frame in stack { close(frame.descriptor) } }
         var root = start
         stack.append(try Self.rootFrame(root, path: path))
         var pending = rest.reversed().map { Step(name: $0, link: nil) }
@@ -351,37 +358,31 @@ public final class SandboxRoots: Sendable {
                     }
                     throw SandboxError(.outsideRoots, path: path, reason: "‘..’ leads out of root \(root.realPath)")
                 }
-                close(stack.removeLast().descriptor)
+                stack.removeLast()
                 continue
             }
             let directory = stack[stack.count - 1]
             let here = Self.join(directory.path, step.name)
-            let object = cfs_openat_path(directory.descriptor, step.name, O_NOFOLLOW)
-            if object < 0 {
+            let objectNumber = cfs_openat_path(directory.descriptor, step.name, O_NOFOLLOW)
+            if objectNumber < 0 {
                 let number = errno
                 if number == ENOENT && pending.isEmpty && !mustExist {
                     return try Self.result(parent: Self.duplicate(directory.descriptor, path: path), name: step.name, object: nil, path: path)
                 }
                 throw .fileSystem(errno: number, syscall: "openat", path: path, subject: here)
             }
+            // Pushed as a frame, handed to the result, or dropped (closed) on the way out.
+            let object = Descriptor(owningRawValue: objectNumber)
             var status = stat()
-            guard fstat(object, &status) == 0 else {
+            guard fstat(object.rawValue, &status) == 0 else {
                 let number = errno
-                close(object)
                 throw .fileSystem(errno: number, syscall: "fstat", path: path, subject: here)
             }
             switch status.st_mode & S_IFMT {
             case S_IFDIR:
-                stack.append(Frame(descriptor: object, path: here, name: step.name))
+                stack.append(Frame(directory: object, path: here, name: step.name))
             case S_IFLNK:
-                let target: String
-                do throws(SandboxError) {
-                    target = try Self.readLink(object, path: path, subject: here)
-                } catch {
-                    close(object)
-                    throw error
-                }
-                close(object)
+                let target = try Self.readLink(object.rawValue, path: path, subject: here)
                 hops += 1
                 guard hops <= Self.symlinkHopLimit else {
                     throw .fileSystem(errno: ELOOP, syscall: "readlinkat", path: path, subject: path, reason: "more than \(Self.symlinkHopLimit) symbolic links, the last \(here) → \(target) (a symlink loop?)")
@@ -392,41 +393,25 @@ public final class SandboxRoots: Sendable {
                     guard let (next, count) = matchingRoots(components).first else {
                         throw SandboxError(.outsideRoots, path: path, reason: "symlink \(here) points to \(target), outside the roots")
                     }
-                    let frame = try Self.rootFrame(next, path: path)
-                    for frame in stack { close(frame.descriptor) }
-                    stack = [frame]
+                    stack = [try Self.rootFrame(next, path: path)]
                     root = next
                     components.removeFirst(count)
                 }
                 pending.append(contentsOf: components.reversed().map { Step(name: $0, link: (here, target)) })
             default:
                 guard pending.isEmpty else {
-                    close(object)
                     throw .fileSystem(errno: ENOTDIR, syscall: "openat", path: path, subject: here, reason: "a component that is not a directory")
                 }
-                let parent: Int32
-                do throws(SandboxError) {
-                    parent = try Self.duplicate(directory.descriptor, path: path)
-                } catch {
-                    close(object)
-                    throw error
-                }
-                return try Self.result(parent: parent, name: step.name, object: object, path: path)
+                let parent = try Self.duplicate(directory.descriptor, path: path)
+                return try Self.result(parent: consume parent, name: step.name, object: consume object, path: path)
             }
         }
         // The path ends at a directory: the top of the stack.
         let top = stack[stack.count - 1]
         let object = try Self.duplicate(top.descriptor, path: path)
-        var parent: Int32? = nil
-        if stack.count > 1 {
-            do throws(SandboxError) {
-                parent = try Self.duplicate(stack[stack.count - 2].descriptor, path: path)
-            } catch {
-                close(object)
-                throw error
-            }
-        }
-        return try Self.result(parent: parent, name: top.name, object: object, path: path)
+        var parent: Descriptor? = nil
+        if stack.count > 1 { parent = try Self.duplicate(stack[stack.count - 2].descriptor, path: path) }
+        return try Self.result(parent: consume parent, name: top.name, object: consume object, path: path)
     }
 
     /// Whether what `descriptor` holds (already open) lies beneath a root now, by the kernel's own
@@ -467,14 +452,14 @@ public final class SandboxRoots: Sendable {
         guard path.hasPrefix("/") else {
             throw FileSystemError(errno: EINVAL, syscall: "open", path: path, reason: "a root must be an absolute path")
         }
-        let descriptor = cfs_openat_path(AT_FDCWD, path, O_DIRECTORY)
-        guard descriptor >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: path, reason: "a root must be an existing directory") }
-        guard let real = descriptorPath(descriptor) else {
-            let number = errno
-            close(descriptor)
-            throw FileSystemError(errno: number, syscall: "readlink", path: "/proc/self/fd/\(descriptor)", reason: "the canonical path of root \(path)")
+        let number = cfs_openat_path(AT_FDCWD, path, O_DIRECTORY)
+        guard number >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: path, reason: "a root must be an existing directory") }
+        let directory = Descriptor(owningRawValue: number)
+        guard let real = descriptorPath(number) else {
+            let failure = errno
+            throw FileSystemError(errno: failure, syscall: "readlink", path: "/proc/self/fd/\(number)", reason: "the canonical path of root \(path)")
         }
-        return Root(descriptor: descriptor, realPath: real, spellings: spellings(given: path, real: real))
+        return Root(directory: directory, realPath: real, spellings: spellings(given: path, real: real))
     }
 
     /// The real path's components, and the given spelling's when it differs and has no `..`
@@ -488,20 +473,19 @@ public final class SandboxRoots: Sendable {
 
     /// A walk's first frame: a copy of the root's descriptor.
     private static func rootFrame(_ root: Root, path: String) throws(SandboxError) -> Frame {
-        let descriptor = try duplicate(root.descriptor, path: path)
-        return Frame(descriptor: descriptor, path: root.realPath, name: components(root.realPath).last ?? "/")
+        let directory = try duplicate(root.descriptor, path: path)
+        return Frame(directory: directory, path: root.realPath, name: components(root.realPath).last ?? "/")
     }
 
-    /// Builds the result from descriptors it takes over (closed here on failure).
-    private static func result(parent: Int32?, name: String, object: Int32?, path: String) throws(SandboxError) -> ResolvedPath {
-        let pinned = object ?? parent!
+    /// Builds the result from descriptors it takes over (dropped, so closed, on failure).
+    private static func result(parent: consuming Descriptor?, name: String, object: consuming Descriptor?, path: String) throws(SandboxError) -> ResolvedPath {
+        let objectNumber = rawValue(of: object)
+        let pinned = objectNumber ?? rawValue(of: parent)!
         guard let real = descriptorPath(pinned) else {
             let number = errno
-            if let object { close(object) }
-            if let parent { close(parent) }
             throw .fileSystem(errno: number, syscall: "readlink", path: path, subject: "/proc/self/fd/\(pinned)")
         }
-        return ResolvedPath(realPath: object == nil ? join(real, name) : real, descriptor: object, parentDescriptor: parent, name: name)
+        return ResolvedPath(realPath: objectNumber == nil ? join(real, name) : real, object: object, parent: parent, name: name)
     }
 
     /// The path the kernel gives a descriptor (readlink of `/proc/self/fd/N`); nil with errno set.
@@ -521,10 +505,13 @@ public final class SandboxRoots: Sendable {
         return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    private static func duplicate(_ descriptor: Int32, path: String) throws(SandboxError) -> Int32 {
-        let copy = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-        guard copy >= 0 else { throw .fileSystem(errno: errno, syscall: "fcntl", path: path) }
-        return copy
+    /// A new descriptor for what `descriptor` holds (`fcntl(F_DUPFD_CLOEXEC)`), owned by the caller.
+    private static func duplicate(_ descriptor: Int32, path: String) throws(SandboxError) -> Descriptor {
+        do {
+            return try Descriptor.duplicate(FileDescriptor(rawValue: descriptor))
+        } catch {
+            throw .fileSystem(FileSystemError(error, path: path), path: path)
+        }
     }
 
     private static func isDirectory(_ descriptor: Int32) -> Bool {
@@ -543,5 +530,13 @@ public final class SandboxRoots: Sendable {
 
     private static func join(_ directory: String, _ name: String) -> String {
         directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}
+
+/// The number of the descriptor `descriptor` holds, nil when it holds none.
+private func rawValue(of descriptor: borrowing Descriptor?) -> Int32? {
+    switch descriptor {
+    case .some(let held): held.rawValue
+    case .none: nil
     }
 }

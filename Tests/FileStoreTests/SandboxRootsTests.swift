@@ -182,8 +182,7 @@ struct SandboxRootsTests {
         #expect(contents(of: file.procPath) == "inside")
         #expect(fileID(descriptor: file.descriptor!) == fileID(path: tree.root + "/a/file.txt"))
         #expect(fileID(descriptor: file.parentDescriptor!) == fileID(path: tree.root + "/a"))
-        let fd = try file.open(O_RDONLY)
-        close(fd)
+        _ = try file.open(O_RDONLY)
 
         let spelled = try roots.resolve(tree.root + "//a/./deep/../file.txt", mustExist: true)
         #expect(spelled.realPath == tree.root + "/a/file.txt")
@@ -292,9 +291,9 @@ struct SandboxRootsTests {
         #expect(!new.exists && new.name == "new.txt")
         #expect(new.realPath == tree.root + "/a/new.txt")
         #expect(new.procPath == "/proc/self/fd/\(new.parentDescriptor!)/new.txt")
-        let fd = try new.open(O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-        #expect(Glibc.write(fd, "made", 4) == 4)
-        close(fd)
+        let made = try new.open(O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        #expect(Glibc.write(made.rawValue, "made", 4) == 4)
+        try made.close()
         #expect(contents(of: tree.root + "/a/new.txt") == "made")
 
         // An existing file resolves as with mustExist.
@@ -445,8 +444,7 @@ struct SandboxRootsTests {
         #expect(contents(of: tree.root + "/swap/file.txt") == "outside")
 
         #expect(contents(of: file.procPath) == "inside")
-        let fd = try created.open(O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
-        close(fd)
+        _ = try created.open(O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
         #expect(access(tree.root + "/swap.tmp/created.txt", F_OK) == 0)
         #expect(access(tree.outside + "/created.txt", F_OK) != 0)
         // A new resolution through the swapped component is refused.
