@@ -147,12 +147,12 @@ public func releaseInBackground<T: Sendable>(_ value: consuming T) {
 /// reference then goes with that work, not with the closure or task that carried the box (a
 /// closure is released wherever it is let go of last; a task's, on the thread it ends on: for the
 /// store's tasks, the server's loop).
-public final class HandOver<T>: @unchecked Sendable {
+public final class HandOver<T: ~Copyable>: @unchecked Sendable {
     /// Set on the handing thread, taken on the other after the work was handed over (through the
     /// pool's lock or a task's start, which order the two).
     private var value: T?
 
-    public init(_ value: consuming T) { self.value = value }
+    public init(_ value: consuming T) { self.value = consume value }
 
     /// The value; the box is empty afterwards.
     public func take() -> T {
@@ -171,8 +171,9 @@ public func runDetached(niceness: Int32 = 0, _ job: @escaping @Sendable () -> Vo
 /// Closes `descriptor` on a pooled thread at nice 10, without waiting: for the last descriptor of
 /// a file that has lost its name, whose close frees the file (see ``FileLocator``): kernel work,
 /// which takes no lock of the process's allocator.
-func closeInBackground(_ descriptor: Int32) {
-    BlockingThreadPool.pool(niceness: 10).run { _ = close(descriptor) }
+func closeInBackground(_ descriptor: consuming Descriptor) {
+    let box = HandOver(descriptor)
+    BlockingThreadPool.pool(niceness: 10).run { _ = box.take() }  // dropped there: closed there
 }
 
 /// The result of a joinable thread's work.

@@ -14,9 +14,13 @@ import SystemCalls
 /// An `O_PATH` descriptor neither reads nor writes, takes no lock and does not keep the file
 /// system busy for anything but an unmount; it keeps a deleted file's inode until it is closed
 /// (so the locator is replaced whenever the document's file is).
-public final class FileLocator: Sendable {
-    /// The `O_PATH` descriptor, owned by the locator (closed in `deinit`, on another thread when
-    /// that may free the file: the one raw descriptor kept, as ``Descriptor/take()`` allows).
+public final class FileLocator: @unchecked Sendable {
+    // @unchecked: `file` is set in init and changed only in `deinit`, which has the object to itself.
+
+    /// The `O_PATH` descriptor, owned by the locator: closed when the locator goes, by `deinit`'s
+    /// end, or handed to a pooled thread that closes it when that may free the file.
+    private var file: Descriptor?
+    /// Its number, for the calls made while the locator lives.
     let descriptor: Int32
     /// The device and inode the descriptor holds.
     public let device: UInt64
@@ -29,7 +33,8 @@ public final class FileLocator: Sendable {
         let file = Descriptor(owningRawValue: fd)
         var status = stat()
         guard fstat(fd, &status) == 0 else { return nil }
-        descriptor = file.take()
+        self.file = consume file
+        descriptor = fd
         device = UInt64(status.st_dev)
         inode = UInt64(status.st_ino)
     }
@@ -37,11 +42,8 @@ public final class FileLocator: Sendable {
     /// Closes the descriptor; on a pooled thread when the file has no name any more
     /// (``closeMayFreeFile``), not on the thread dropping the locator.
     deinit {
-        if closeMayFreeFile {
-            closeInBackground(descriptor)
-        } else {
-            close(descriptor)
-        }
+        // Otherwise the descriptor is closed here, as `file` goes with the locator.
+        if closeMayFreeFile, let file = file.take() { closeInBackground(file) }
     }
 
     /// Whether closing the descriptor may free the file: it has no name left (a save's rename
