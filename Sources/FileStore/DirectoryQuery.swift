@@ -1,3 +1,6 @@
+import SystemCalls
+import SystemPackage
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -61,11 +64,15 @@ public enum DirectoryQuery {
         root: String, pattern: GlobPattern, recursive: Bool
     ) throws(FileSystemError) -> [DirectoryEntry] {
         let root = normalizedRoot(root)
-        let descriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: root) }
+        let directory: Descriptor
+        do {
+            directory = try Descriptor.open(root, .readOnly, options: .directory)
+        } catch {
+            throw FileSystemError(error, path: root)
+        }
         var entries: [DirectoryEntry] = []
         var walker = DirectoryWalker(root: root, pattern: pattern, recursive: recursive)
-        walker.walk(directoryFD: descriptor, relativeDirectory: "", enter: { _ in true }) { entries.append($0) }
+        walker.walk(directory, relativeDirectory: "", enter: { _ in true }) { entries.append($0) }
         entries.sort { $0.relativePath < $1.relativePath }
         return entries
     }
@@ -108,21 +115,20 @@ struct DirectoryWalker {
         self.recursive = recursive
     }
 
-    /// Walks the directory open as `directoryFD` (the walk takes the descriptor over and closes
-    /// it), at `relativeDirectory` under the root. `enter` is called with each directory's relative
-    /// path before it is listed (false: skip it); `file` with each matching regular file.
+    /// Walks the open directory `directoryFile` (the walk takes it over: a `DIR` stream closes it,
+    /// or it is dropped), at `relativeDirectory` under the root. `enter` is called with each
+    /// directory's relative path before it is listed (false: skip it); `file` with each matching
+    /// regular file.
     mutating func walk(
-        directoryFD: Int32, relativeDirectory: String,
+        _ directoryFile: consuming Descriptor, relativeDirectory: String,
         enter: (String) -> Bool, file: (DirectoryEntry) -> Void
     ) {
         var status = stat()
-        guard fstat(directoryFD, &status) == 0,
+        guard fstat(directoryFile.rawValue, &status) == 0,
             visited.insert(DirectoryKey(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))).inserted,
-            enter(relativeDirectory), let directory = fdopendir(directoryFD)
-        else {
-            close(directoryFD)
-            return
-        }
+            enter(relativeDirectory), let directory = fdopendir(directoryFile.rawValue)
+        else { return }  // dropped: closed
+        _ = directoryFile.take()  // the stream owns it now
         defer { closedir(directory) }
         let descriptor = dirfd(directory)
         var subdirectories: [String] = []
@@ -152,9 +158,10 @@ struct DirectoryWalker {
         for name in subdirectories {
             let relative = DirectoryQuery.join(relativeDirectory, name)
             guard pattern.mayMatchInside(relative) else { continue }
-            let child = openat(descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard child >= 0 else { continue }  // unreadable or gone: skipped
-            walk(directoryFD: child, relativeDirectory: relative, enter: enter, file: file)
+            guard let child = try? Descriptor.open(name, .readOnly, options: [.directory, .noFollow], relativeTo: FileDescriptor(rawValue: descriptor)) else {
+                continue  // unreadable or gone: skipped
+            }
+            walk(child, relativeDirectory: relative, enter: enter, file: file)
         }
     }
 }

@@ -1,6 +1,7 @@
 import CFileSystem
 import Synchronization
 import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -206,17 +207,18 @@ final class DirectoryWatchCore: @unchecked Sendable {
 
         // The snapshot: each directory is watched before it is listed, so nothing created during
         // the scan is missed (what the scan already saw reconciles as unchanged).
-        let rootFD = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard rootFD >= 0 else {
-            let number = errno
+        let rootDirectory: Descriptor
+        do {
+            rootDirectory = try Descriptor.open(root, .readOnly, options: .directory)
+        } catch {
             close(descriptor)
             close(wakeDescriptor)
-            throw FileSystemError(errno: number, syscall: "open", path: root)
+            throw FileSystemError(error, path: root)
         }
         var found: [DirectoryEntry] = []
         var rootWatchError: FileSystemError?
         var walker = DirectoryWalker(root: root, pattern: pattern, recursive: recursive)
-        walker.walk(directoryFD: rootFD, relativeDirectory: "", enter: { relative in
+        walker.walk(rootDirectory, relativeDirectory: "", enter: { relative in
             if addWatch(relative) != nil { return true }
             if relative.isEmpty {
                 rootWatchError = FileSystemError(errno: errno, syscall: "inotify_add_watch", path: root)
@@ -467,10 +469,9 @@ final class DirectoryWatchCore: @unchecked Sendable {
     private func scanSubtree(_ path: String, at time: Int64) {
         guard recursive, pattern.mayMatchInside(path) else { return }
         let absolute = DirectoryQuery.absolutePath(root: root, path)
-        let descriptor = open(absolute, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
+        guard let directory = try? Descriptor.open(absolute, .readOnly, options: [.directory, .noFollow]) else { return }
         var walker = DirectoryWalker(root: root, pattern: pattern, recursive: recursive)
-        walker.walk(directoryFD: descriptor, relativeDirectory: path, enter: { addWatch($0) != nil }) { entry in
+        walker.walk(directory, relativeDirectory: path, enter: { addWatch($0) != nil }) { entry in
             markDirty(entry.relativePath, at: time)
         }
     }
@@ -614,14 +615,13 @@ final class DirectoryWatchCore: @unchecked Sendable {
         let previousWatches = directoryWatches
         directoryWatches.removeAll()
         directoryPaths.removeAll()
-        let rootFD = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard rootFD >= 0 else {
+        guard let rootDirectory = try? Descriptor.open(root, .readOnly, options: .directory) else {
             directoryWatches = previousWatches
             return rootGone()
         }
         var found: [String: DirectoryEntry] = [:]
         var walker = DirectoryWalker(root: root, pattern: pattern, recursive: recursive)
-        walker.walk(directoryFD: rootFD, relativeDirectory: "", enter: { addWatch($0) != nil }) { entry in
+        walker.walk(rootDirectory, relativeDirectory: "", enter: { addWatch($0) != nil }) { entry in
             found[entry.relativePath] = entry
         }
         for (_, descriptor) in previousWatches where directoryPaths[descriptor] == nil {

@@ -603,7 +603,10 @@ public enum SafeSave {
         guard flock(directoryFD, LOCK_EX | LOCK_NB) == 0 else { return [] }
         defer { flock(directoryFD, LOCK_UN) }
         let listFD = dup(directoryFD)
-        guard listFD >= 0, let stream = fdopendir(listFD) else { return [] }
+        guard listFD >= 0 else { return [] }
+        let duplicate = Descriptor(owningRawValue: listFD)
+        guard let stream = fdopendir(duplicate.rawValue) else { return [] }  // dropped: closed
+        _ = duplicate.take()  // the stream owns it now
         defer { closedir(stream) }
         var removed: [String] = []
         while let entry = readdir(stream) {
