@@ -1,4 +1,3 @@
-import CFileSystem
 import Synchronization
 import SystemCalls
 import SystemPackage
@@ -133,6 +132,7 @@ private struct SharedState: WatcherThreadState, ~Copyable {
     var thread: JoinableThread?
     /// Set when `stop` was called on the watch's own thread: the thread closes the descriptors.
     var closeOnExit = false
+    var descriptors: WatcherDescriptors?
     var overflowRequested = false
     /// The known set, as reported (the thread keeps its own copy and applies each batch here).
     var known: [String: DirectoryEntry] = [:]
@@ -147,8 +147,10 @@ final class DirectoryWatchCore: @unchecked Sendable {
     let recursive: Bool
     /// Set in init, before the thread starts; never changed after.
     private(set) var initialEntries: [DirectoryEntry] = []
+    /// The numbers of the descriptors `shared` owns (``WatcherDescriptors``), open until `stop()`:
+    /// the inotify instance, and the eventfd that wakes the thread (internal: a test checks it is
+    /// closed by stop()).
     private let inotify: Int32
-    /// The eventfd that wakes the thread (internal: a test checks it is closed by stop()).
     let wake: Int32
     private let debounce: Int64
     private let maximumDelay: Int64
@@ -194,16 +196,8 @@ final class DirectoryWatchCore: @unchecked Sendable {
         debounce = debounceNanoseconds
         maximumDelay = max(20 * debounceNanoseconds, 1_000_000_000)
         self.handler = handler
-        let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard descriptor >= 0 else { throw FileSystemError(errno: errno, syscall: "inotify_init1", path: root) }
-        let wakeDescriptor = cfs_eventfd_nonblocking()
-        guard wakeDescriptor >= 0 else {
-            let number = errno
-            close(descriptor)
-            throw FileSystemError(errno: number, syscall: "eventfd", path: root)
-        }
-        inotify = descriptor
-        wake = wakeDescriptor
+        // Owned by `shared` from here; dropping them there closes them on every failure below.
+        (inotify, wake) = try openWatcherDescriptors(into: shared, path: root)
 
         // The snapshot: each directory is watched before it is listed, so nothing created during
         // the scan is missed (what the scan already saw reconciles as unchanged).
@@ -211,8 +205,7 @@ final class DirectoryWatchCore: @unchecked Sendable {
         do {
             rootDirectory = try Descriptor.open(root, .readOnly, options: .directory)
         } catch {
-            close(descriptor)
-            close(wakeDescriptor)
+            shared.withLock { $0.descriptors = nil }
             throw FileSystemError(error, path: root)
         }
         var found: [DirectoryEntry] = []
@@ -226,8 +219,7 @@ final class DirectoryWatchCore: @unchecked Sendable {
             return false
         }) { found.append($0) }
         if let error = rootWatchError ?? watchLimitError {
-            close(descriptor)
-            close(wakeDescriptor)
+            shared.withLock { $0.descriptors = nil }
             throw error
         }
         found.sort { $0.relativePath < $1.relativePath }
@@ -244,8 +236,7 @@ final class DirectoryWatchCore: @unchecked Sendable {
         do {
             thread = try startJoinableThread(name: "ds-query-watch") { [self] in run() }
         } catch {
-            close(descriptor)
-            close(wakeDescriptor)
+            shared.withLock { $0.descriptors = nil }
             throw FileSystemError(error, path: root)
         }
         shared.withLock { $0.thread = thread }
@@ -258,18 +249,15 @@ final class DirectoryWatchCore: @unchecked Sendable {
     var watchedDirectoryCount: Int { shared.withLock { $0.watchedDirectories } }
 
     func requestOverflow() {
-        let running = shared.withLock { state in
+        shared.withLock { state in
             state.overflowRequested = true
-            return !state.stopped
-        }
-        if running {
-            var one: UInt64 = 1
-            _ = write(wake, &one, 8)
+            // Under the lock, where the eventfd is known to be open still.
+            if !state.stopped { try? state.descriptors?.wake.notify() }
         }
     }
 
     func stop() {
-        _ = stopWatcherThread(shared, wake: wake, inotify: inotify)
+        _ = stopWatcherThread(shared)
     }
 
     // MARK: The watch's thread
@@ -304,11 +292,8 @@ final class DirectoryWatchCore: @unchecked Sendable {
             }
             if !quiet { deliver(flushDue(at: Self.now())) }
         }
-        let closeHere = shared.withLock { $0.closeOnExit }
-        if closeHere {
-            close(inotify)
-            close(wake)
-        }
+        let descriptors = takeDescriptorsOnExit(shared)
+        _ = consume descriptors  // closed here when stop() ran on this thread
     }
 
     /// The earliest time something waits for: a window's end, a path's longest delay, a rename's

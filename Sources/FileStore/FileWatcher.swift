@@ -1,6 +1,6 @@
-import CFileSystem
 import Synchronization
 import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -182,8 +182,48 @@ public final class FileWatcher: Sendable {
 
 // MARK: - The shared state
 
-/// What the registering threads and the watcher's thread share, under one lock.
-/// What a watcher's thread shares with its `stop()` (``stopWatcherThread(_:wake:inotify:)``).
+/// A watcher's two descriptors (FileWatcher's, DirectoryWatch's), owned together: its inotify
+/// instance (`IN_NONBLOCK | IN_CLOEXEC`) and the eventfd that wakes its thread. They are kept in the
+/// watcher's shared state and closed where they are dropped: by `stop()` after it joined the
+/// thread, or by the thread on its way out when its own handler stopped it
+/// (``stopWatcherThread(_:)``, ``takeDescriptorsOnExit(_:)``).
+struct WatcherDescriptors: ~Copyable, Sendable {
+    let inotify: Descriptor
+    let wake: EventDescriptor
+
+    /// Opens both; a failure names `inotify_init1` or `eventfd`, and `path` (what is watched).
+    static func open(path: String) throws(FileSystemError) -> WatcherDescriptors {
+        let inotify: Descriptor
+        do {
+            inotify = Descriptor(owningRawValue: try retryingInterrupts("inotify_init1") { inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)) })
+        } catch {
+            throw FileSystemError(error, path: path)
+        }
+        let wake: EventDescriptor
+        do {
+            wake = try EventDescriptor()
+        } catch {
+            throw FileSystemError(error, path: path)  // `inotify` is dropped: closed
+        }
+        return WatcherDescriptors(inotify: inotify, wake: wake)
+    }
+}
+
+/// Opens a watcher's descriptors into its shared state (`shared`, before the thread starts) and
+/// answers their numbers, for the calls made until `stop()` closes them.
+func openWatcherDescriptors<State: WatcherThreadState & ~Copyable>(
+    into shared: borrowing Mutex<State>, path: String
+) throws(FileSystemError) -> (inotify: Int32, wake: Int32) {
+    try shared.withLock { (state) throws(FileSystemError) -> (inotify: Int32, wake: Int32) in
+        let descriptors = try WatcherDescriptors.open(path: path)
+        let numbers = (descriptors.inotify.rawValue, descriptors.wake.descriptor.rawValue)
+        state.descriptors = consume descriptors
+        return numbers
+    }
+}
+
+/// What a watcher's thread shares with its `stop()` (``stopWatcherThread(_:)``), under the
+/// watcher's lock.
 protocol WatcherThreadState: ~Copyable {
     /// `stop()` has begun.
     var stopped: Bool { get set }
@@ -192,13 +232,16 @@ protocol WatcherThreadState: ~Copyable {
     /// `stop()` ran on the thread itself (from the handler): the thread closes the descriptors
     /// when it returns.
     var closeOnExit: Bool { get set }
+    /// The watcher's descriptors, set before its thread starts, until whoever closes them takes them.
+    var descriptors: WatcherDescriptors? { get set }
 }
 
 /// Stops a watcher's thread (FileWatcher's, DirectoryWatch's): once only; from another thread it
-/// wakes the thread through `wake`, joins it and closes `inotify` (which removes its watches) and
-/// `wake`, and answers true; from the thread itself (its handler called `stop()`) it detaches it,
-/// leaving the descriptors for the thread to close on its way out, and answers false.
-func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowing Mutex<State>, wake: Int32, inotify: Int32) -> Bool {
+/// wakes the thread through the eventfd, joins it and closes the inotify descriptor (which removes
+/// its watches) and the eventfd, and answers true; from the thread itself (its handler called
+/// `stop()`) it detaches it, leaving the descriptors for the thread to close on its way out
+/// (``takeDescriptorsOnExit(_:)``), and answers false.
+func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowing Mutex<State>) -> Bool {
     let action: WatcherStopAction = shared.withLock { state in
         guard !state.stopped else { return .none }
         state.stopped = true
@@ -208,6 +251,8 @@ func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowin
             state.closeOnExit = true
             return .detach(thread)
         }
+        // Woken under the lock, where the eventfd is known to be open still.
+        try? state.descriptors?.wake.notify()
         return .join(thread)
     }
     switch action {
@@ -217,12 +262,19 @@ func stopWatcherThread<State: WatcherThreadState & ~Copyable>(_ shared: borrowin
         thread.detach()
         return false
     case .join(let thread):
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
         thread.join()
-        close(inotify)
-        close(wake)
+        let descriptors = shared.withLock { $0.descriptors.take() }
+        _ = consume descriptors  // closed here, after the join
         return true
+    }
+}
+
+/// On a watcher's thread, as it returns: the descriptors, for the thread to drop (close), when
+/// `stop()` ran on the thread itself; otherwise nil (the `stop()` that joins the thread closes them).
+func takeDescriptorsOnExit<State: WatcherThreadState & ~Copyable>(_ shared: borrowing Mutex<State>) -> WatcherDescriptors? {
+    shared.withLock { state in
+        guard state.closeOnExit else { return nil }
+        return state.descriptors.take()
     }
 }
 
@@ -243,12 +295,12 @@ final class WatcherWait {
     }
 
     private var descriptors: [pollfd]
-    private let inotify: Int32
+    private let inotify: FileDescriptor
     private static let capacity = 64 * 1024
     private let buffer = UnsafeMutableRawPointer.allocate(byteCount: WatcherWait.capacity, alignment: 8)
 
     init(inotify: Int32, wake: Int32) {
-        self.inotify = inotify
+        self.inotify = FileDescriptor(rawValue: inotify)
         descriptors = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
     }
 
@@ -258,12 +310,9 @@ final class WatcherWait {
     /// descriptor, mask, cookie, name ("" for the directory itself) and the time it was read.
     func drain(_ each: (_ descriptor: Int32, _ mask: UInt32, _ cookie: UInt32, _ name: String, _ time: Int64) -> Void) {
         let headerSize = MemoryLayout<inotify_event>.size
+        let all = UnsafeMutableRawBufferPointer(start: buffer, count: Self.capacity)
         while true {
-            let count = read(inotify, buffer, Self.capacity)
-            if count < 0 {
-                if errno == EINTR { continue }
-                return  // EAGAIN: drained
-            }
+            guard let count = try? readSome(into: all, from: inotify) else { return }  // EAGAIN: drained
             if count == 0 { return }
             let time = Self.now()
             var offset = 0
@@ -282,7 +331,8 @@ final class WatcherWait {
 
     /// Reads and drops every event queued (after an overflow, which a rescan replaces).
     func discardQueued() {
-        while read(inotify, buffer, Self.capacity) > 0 {}
+        let all = UnsafeMutableRawBufferPointer(start: buffer, count: Self.capacity)
+        while let count = try? readSome(into: all, from: inotify), count > 0 {}
     }
 
     /// The monotonic clock in nanoseconds, as the watchers' deadlines count.
@@ -308,8 +358,9 @@ final class WatcherWait {
             return ready
         }
         if descriptors[1].revents != 0 {
+            // Reads the eventfd's count back to 0 (EAGAIN, when there was none, is no failure).
             var value: UInt64 = 0
-            _ = read(descriptors[1].fd, &value, 8)
+            _ = try? withUnsafeMutableBytes(of: &value) { try readSome(into: $0, from: FileDescriptor(rawValue: descriptors[1].fd)) }
             ready.woken = true
         }
         ready.events = count > 0 && descriptors[0].revents != 0
@@ -339,6 +390,7 @@ private struct Registry: WatcherThreadState, ~Copyable {
     var thread: JoinableThread?
     /// Set when `stop` was called on the watcher's own thread: the thread closes the descriptors.
     var closeOnExit = false
+    var descriptors: WatcherDescriptors?
 
     /// The registrations of the file `name` in the directory watched by `descriptor`.
     func watchers(_ descriptor: Int32, _ name: String) -> [(UInt64, String)] {
@@ -348,8 +400,9 @@ private struct Registry: WatcherThreadState, ~Copyable {
 }
 
 final class WatcherCore: @unchecked Sendable {
-    // @unchecked: the descriptors are immutable after init; `registry` is a Mutex; the reader's
-    // state (`pending`, `unpaired`) is touched only on the watcher's thread.
+    // @unchecked: the descriptors' numbers are immutable after init; `registry` is a Mutex; the
+    // reader's state (`pending`, `unpaired`) is touched only on the watcher's thread.
+    /// The numbers of the descriptors `registry` owns (``WatcherDescriptors``), open until `stop()`.
     private let inotify: Int32
     private let wake: Int32
     private let debounce: Int64
@@ -362,22 +415,12 @@ final class WatcherCore: @unchecked Sendable {
         debounce = debounceNanoseconds
         self.mask = mask
         self.handler = handler
-        let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard descriptor >= 0 else { throw FileSystemError(errno: errno, syscall: "inotify_init1", path: "") }
-        let wakeDescriptor = cfs_eventfd_nonblocking()
-        guard wakeDescriptor >= 0 else {
-            let number = errno
-            close(descriptor)
-            throw FileSystemError(errno: number, syscall: "eventfd", path: "")
-        }
-        inotify = descriptor
-        wake = wakeDescriptor
+        (inotify, wake) = try openWatcherDescriptors(into: registry, path: "")
         let thread: JoinableThread
         do {
             thread = try startJoinableThread(name: "ds-file-watcher") { [self] in run() }
         } catch {
-            close(descriptor)
-            close(wakeDescriptor)
+            registry.withLock { $0.descriptors = nil }  // closed
             throw FileSystemError(error, path: "")
         }
         registry.withLock { $0.thread = thread }
@@ -430,7 +473,7 @@ final class WatcherCore: @unchecked Sendable {
     }
 
     func stop() {
-        if stopWatcherThread(registry, wake: wake, inotify: inotify) {
+        if stopWatcherThread(registry) {
             registry.withLock { state in
                 state.directories.removeAll()
                 for id in Array(state.registrations.keys) { state.registrations[id]!.descriptor = nil }
@@ -485,11 +528,8 @@ final class WatcherCore: @unchecked Sendable {
             flushDue(at: Self.now(), into: &due)
             deliver(due)
         }
-        let closeHere = registry.withLock { $0.closeOnExit }
-        if closeHere {
-            close(inotify)
-            close(wake)
-        }
+        let descriptors = takeDescriptorsOnExit(registry)
+        _ = consume descriptors  // closed here when stop() ran on this thread
     }
 
     private func deliver(_ events: [FileEvent]) {
