@@ -47,8 +47,8 @@ public struct Descriptor: ~Copyable, Sendable {
 
     /// Hands the raw descriptor out; the caller owns it from here and must close it. For the few
     /// places whose descriptor is owned elsewhere after this: `fdopendir` (the `DIR` stream closes
-    /// it), a class that stores the number and closes it on its own thread (the watchers' inotify and
-    /// eventfd), a child process's file actions.
+    /// it, so take the number only once the stream exists), the protocol's output kept for the
+    /// process's life, a child process's file actions.
     public consuming func take() -> Int32 {
         let descriptor = unowned
         discard self
