@@ -37,4 +37,9 @@ public enum DocumentError: Error, Sendable, Equatable {
     /// The file read is not the one the path named when it was checked against the sandbox roots:
     /// something was renamed or swapped in between, so nothing was opened.
     case pathChanged(path: String)
+    /// `recover` or `discardRecovery` on a document with no dead server's journal offered.
+    case noRecovery(handle: String)
+    /// `recover` on a document with unsaved changes of its own (or in conflict), which recovering
+    /// would replace.
+    case unsavedChanges(handle: String, path: String, reason: String)
 }

@@ -37,6 +37,12 @@ public struct DocumentEvent: Sendable, Equatable {
         /// attribute or ACL, an immutable flag), or whether the server can write it did
         /// (`readOnly`, which the event carries).
         case attributesChanged
+        /// A dead server's journal was recovered (`document/recover`): the unsaved text is back,
+        /// in conflict when the file changed since.
+        case recovered
+        /// The document's journal could not be written (`error` says why): its unsaved changes
+        /// would not survive the process's death until a journal is written again. Editing goes on.
+        case journalFailed
     }
 
     /// What the event reports.

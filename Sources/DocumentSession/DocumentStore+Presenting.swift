@@ -413,6 +413,7 @@ extension DocumentStore {
         handleByPath[newPath] = handle
         documents[handle]!.path = newPath
         watch(handle, path: newPath)
+        journalMoved(handle, to: newPath)
         versionWrites?.run { versions in try? versions.moveDocument(from: oldPath, to: newPath) }
         let document = documents[handle]!
         events(DocumentEvent(
@@ -602,7 +603,7 @@ extension DocumentStore {
         guard let now = documents[handle] else { throw .unknownDocument(handle) }
         guard now.buffer.isIdentical(to: current) else { throw .staleVersion(current: now.version, given: version ?? document.version) }
         var sent: [TextEdit] = []
-        change(handle, reason: .restored) { document in
+        change(handle, reason: .restored, journal: JournalChange(history: .record, label: "Restore Version", edits: steps)) { document in
             sent = Self.applyStep(steps, to: &document, label: "Restore Version", encoding: encoding)
         }
         if !steps.isEmpty { scheduleAutosave(handle) }

@@ -390,6 +390,7 @@ extension DocumentStore {
     /// Forgets a document and reports it closed.
     func remove(_ handle: String) {
         guard let closing = documents.removeValue(forKey: handle) else { return }
+        journalClosed(handle)
         stopPresenting(handle)
         autosaveDue[handle] = nil
         autosaveTimers.removeValue(forKey: handle)?.task.cancel()
@@ -459,13 +460,17 @@ extension DocumentStore {
 
     /// Changes a document in place and reports the change of its state or `hasUnsavedChanges`
     /// (always, with `always`: a failure is news even when the flags were already set).
+    ///
+    /// The journal hears of it (`journalChange`: what the body did to the text, when it changed it
+    /// as an undoable step; the journal starts again from the text otherwise, if it must).
     func change(
         _ handle: String, reason: DocumentEvent.Reason, error: DocumentError? = nil, autosave: Bool = false,
-        always: Bool = false, _ body: (inout Document) -> Void
+        always: Bool = false, journal journalChange: JournalChange? = nil, _ body: (inout Document) -> Void
     ) {
         guard let (state, wasUnsaved) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges) }) else { return }
         body(&documents[handle]!)
         reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason, error: error, autosave: autosave, always: always)
+        journalNote(handle, journalChange, wasUnsaved: wasUnsaved)
     }
 
     /// Sends a state-change event if the state or `hasUnsavedChanges` differ from before.

@@ -1,6 +1,7 @@
 import Execution
 import FileStore
 import Synchronization
+import SystemCalls
 import TextBuffer
 
 /// The open documents of the process (the Session of the architecture): one actor, so that each
@@ -41,6 +42,21 @@ public actor DocumentStore {
     nonisolated let executor: LoopExecutor
     /// The sandbox roots every save must stay beneath (checked on the directory it opens), if any.
     var roots: SandboxRoots?
+    /// The journal of unsaved changes (DocumentStore+Journal.swift): its directory and writer (nil
+    /// when there is none, for `journalUnavailableReason`), the documents that have a journal, the
+    /// dead servers' journals offered, how many live servers hold journals of each document's file,
+    /// and the documents whose journal failed (told once).
+    let journalDirectory: JournalDirectory?
+    let journal: JournalWriter?
+    public let journalUnavailableReason: String?
+    var journals: [String: ActiveJournal] = [:]
+    var recoveries: [String: RecoveryOffer] = [:]
+    var heldElsewhere: [String: Int] = [:]
+    var journalFailures: Set<String> = []
+    /// When a document whose journal failed may try a new one.
+    var journalRetry: [String: ContinuousClock.Instant] = [:]
+    /// The change an edit, undo or redo hands to `modify` for the journal.
+    var pendingJournalChange: JournalChange? = nil
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -70,7 +86,8 @@ public actor DocumentStore {
     ///   - executor: the thread the store runs on (the process's loop unless given another).
     public init(
         events: @escaping @Sendable (DocumentEvent) -> Void = { _ in }, watchFiles: Bool = true,
-        versions: VersionStore? = nil, versionsUnavailableReason: String? = nil, executor: LoopExecutor = .shared
+        versions: VersionStore? = nil, versionsUnavailableReason: String? = nil, executor: LoopExecutor = .shared,
+        journal: JournalDirectory? = nil, journalUnavailableReason: String? = nil, journalFlushDelay: Duration = .milliseconds(200)
     ) {
         self.executor = executor
         self.events = events
@@ -78,6 +95,21 @@ public actor DocumentStore {
         self.versions = versions
         self.versionWrites = versions.map(VersionWriteQueue.init(store:))
         self.versionsUnavailableReason = versionsUnavailableReason
+        var writer: JournalWriter? = nil
+        var reason = journalUnavailableReason
+        if let journal {
+            do throws(SystemCallError) {
+                writer = try JournalWriter(directory: journal, flushDelay: journalFlushDelay)
+            } catch {
+                reason = "the journal's thread could not start: \(error)"
+            }
+        }
+        self.journal = writer
+        self.journalDirectory = writer == nil ? nil : journal
+        self.journalUnavailableReason = writer == nil ? (reason ?? "no state directory") : nil
+        writer?.setErrorHandler { [weak self] handle, error in
+            Task { await self?.journalFailed(handle, error) }
+        }
     }
 
     deinit {
@@ -153,11 +185,16 @@ public actor DocumentStore {
         } else {
             let waiters = LoadWaiters(isCancelled)
             let isCancelled: @Sendable () -> Bool = { waiters.allCancelled }
-            let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText), DocumentError> in
+            let journalDirectory = journalDirectory
+            let writer = journal
+            let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText, JournalScan?), DocumentError> in
                 // Temp files a killed save left beside the file (beside a symlink's target, where
                 // saves write) go first.
                 SafeSave.sweepStaleTempFiles(nextTo: (try? SafeSave.resolveSymlinks(path)) ?? path)
-                return Self.loadText(path: path, encoding: encoding, progress: progress, isCancelled: isCancelled)
+                return Self.loadText(path: path, encoding: encoding, progress: progress, isCancelled: isCancelled).map { buffer, loaded in
+                    // Dead servers' journals of the file, compared with what it holds now.
+                    (buffer, loaded, journalDirectory.map { Self.scanJournals($0, path: path, disk: buffer, isOwn: { writer?.owns($0) ?? false }) })
+                }
             } }
             task = Task { () -> Result<String, DocumentError> in
                 let result = await load.value
@@ -181,12 +218,12 @@ public actor DocumentStore {
         }
     }
 
-    private func finishLoad(path: String, _ result: Result<(TextBuffer, LoadedText), DocumentError>) -> Result<String, DocumentError> {
+    private func finishLoad(path: String, _ result: Result<(TextBuffer, LoadedText, JournalScan?), DocumentError>) -> Result<String, DocumentError> {
         loads[path] = nil
         switch result {
         case .failure(let error):
             return .failure(error)
-        case .success(let (buffer, loaded)):
+        case .success(let (buffer, loaded, scan)):
             if let existing = documents.handles(device: loaded.identity.device, inode: loaded.identity.inode).min() {
                 // The same file under another path (a symlink, a hard link): one session for it.
                 return .success(existing)
@@ -196,6 +233,10 @@ public actor DocumentStore {
                 encoding: loaded.encoding, hasByteOrderMark: loaded.hasByteOrderMark,
                 lineEnding: loaded.lineEnding, identity: loaded.identity, syncedText: buffer)
             install(document)
+            if let scan {
+                recoveries[document.handle] = scan.offer
+                if scan.heldElsewhere > 0 { heldElsewhere[document.handle] = scan.heldElsewhere }
+            }
             hashInBackground(document.handle, buffer: buffer, encoding: loaded.encoding, byteOrderMark: loaded.hasByteOrderMark, identity: loaded.identity)
             return .success(document.handle)
         }
@@ -378,6 +419,12 @@ public actor DocumentStore {
             if applied.contains(where: { !$0.isNoOp }) {
                 document.history.record(applied, label: label, merge: merge)
                 textChanged = true
+                if journal != nil {
+                    let changes = applied.contains(where: \.isNoOp) ? applied.filter { !$0.isNoOp } : applied
+                    pendingJournalChange = JournalChange(history: merge ? .merge : .record, label: label, edits: changes)
+                }
+            } else if journal != nil {
+                pendingJournalChange = JournalChange(history: .none, label: nil, edits: [])
             }
             return document.version
         }
@@ -386,22 +433,26 @@ public actor DocumentStore {
     /// Undoes the last step; answers the new version and the edits that turn the previous text into
     /// the new one (none when there was nothing to undo).
     public func undo(_ handle: String, version: Int64?, encoding: PositionEncoding) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
-        try step(handle, version: version, reason: .undone) { document in document.history.undo(&document.buffer, encoding: encoding) }
+        try step(handle, version: version, reason: .undone, journal: .undo) { document in document.history.undo(&document.buffer, encoding: encoding) }
     }
 
     /// Redoes the last undone step (see `undo`).
     public func redo(_ handle: String, version: Int64?, encoding: PositionEncoding) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
-        try step(handle, version: version, reason: .redone) { document in document.history.redo(&document.buffer, encoding: encoding) }
+        try step(handle, version: version, reason: .redone, journal: .redo) { document in document.history.redo(&document.buffer, encoding: encoding) }
     }
 
     private func step(
-        _ handle: String, version: Int64?, reason: DocumentEvent.Reason, _ body: (inout Document) -> [TextEdit]?
+        _ handle: String, version: Int64?, reason: DocumentEvent.Reason, journal op: JournalHistoryOp,
+        _ body: (inout Document) -> [TextEdit]?
     ) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
         try modify(handle, reason: reason) { (document, textChanged) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) in
             try Self.checkEditable(document, version: version ?? document.version)
+            // What the step does to the text, in UTF-8 offsets, for the journal.
+            let changes = journal == nil ? [] : op == .undo ? document.history.editsForUndo() : document.history.editsForRedo()
             guard let edits = body(&document) else { return (document.version, []) }
             document.version += 1
             textChanged = true
+            if journal != nil { pendingJournalChange = JournalChange(history: op, label: nil, edits: changes) }
             return (document.version, edits)
         }
     }
@@ -435,6 +486,11 @@ public actor DocumentStore {
         }
         if reported { reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason) }
         if changed { scheduleAutosave(handle) }
+        if journal != nil {
+            let change = pendingJournalChange
+            pendingJournalChange = nil
+            journalNote(handle, change, wasUnsaved: wasUnsaved)
+        }
         return result
     }
 }

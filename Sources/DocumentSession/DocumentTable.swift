@@ -47,6 +47,13 @@ struct DocumentTable {
         return removed
     }
 
+    /// Reads the stored document in place (no copy of it, which would retain and release each of its
+    /// parts); nil when there is none.
+    func peek<T>(_ handle: String, _ body: (borrowing Document) -> T) -> T? {
+        guard let index = byHandle.index(forKey: handle) else { return nil }
+        return body(byHandle.values[index])
+    }
+
     /// Runs `body` on the stored document in place: no copy of its text or history, and no move
     /// out into an optional and back (the edit path's hot spot).
     mutating func mutate<T>(

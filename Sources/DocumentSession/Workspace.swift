@@ -1,4 +1,5 @@
 import FileStore
+import SystemCalls
 
 /// The workspace's file work that belongs to no open document: copies of files (`workspace/import`,
 /// and `workspace/export` of a file), scans and live watches of directories (`workspace/query`),
@@ -91,6 +92,29 @@ public enum Workspace {
     /// missing). Called once, at start, before the server serves: on the caller's thread.
     public static func openVersionStore(inStateDirectory directory: String) throws(FileSystemError) -> VersionStore {
         try VersionStore(directory: directory.hasSuffix("/") ? directory + "versions" : directory + "/versions")
+    }
+
+    /// Opens (creating it, mode 0700) the journal directory `<directory>/journal` and checks that it
+    /// can be written.
+    public static func openJournal(inStateDirectory directory: String) throws(FileSystemError) -> JournalDirectory {
+        try JournalDirectory.open(stateDirectory: directory)
+    }
+
+    /// Runs `onExit` on a thread of its own when the process `pid` ends, provided it is an ancestor
+    /// of this one (the client that started the server, directly or through a shell: any other
+    /// number may name an unrelated process, or none). Answers whether it is watched, or throws what
+    /// kept it from being watched (no pidfd on this kernel, no thread). Reads `/proc` on a pooled
+    /// thread.
+    public static func watchClientProcess(_ pid: Int32, onExit: @escaping @Sendable () -> Void) async throws(SystemCallError) -> Bool {
+        try await runOnOwnThread { () -> Result<Bool, SystemCallError> in
+            guard isAncestor(pid) else { return .success(false) }
+            do throws(SystemCallError) {
+                try onProcessExit(pid, onExit)
+                return .success(true)
+            } catch {
+                return .failure(error)
+            }
+        }.get()
     }
 
     /// Opens `paths` as sandbox roots (``SandboxRoots/init(_:)``), on a pooled thread.

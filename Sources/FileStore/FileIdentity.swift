@@ -16,6 +16,16 @@ public struct FileIdentity: Sendable, Hashable {
     /// XXH64 of the file's bytes (``ContentHasher``), when known.
     public var contentHash: UInt64?
 
+    /// An identity from its parts (read back from the journal).
+    public init(device: UInt64, inode: UInt64, size: Int64, modificationTime: Int64, changeTime: Int64, contentHash: UInt64? = nil) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modificationTime = modificationTime
+        self.changeTime = changeTime
+        self.contentHash = contentHash
+    }
+
     /// The identity recorded in a `stat` result.
     public init(_ status: stat) {
         device = UInt64(status.st_dev)

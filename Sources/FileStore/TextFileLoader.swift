@@ -17,6 +17,14 @@ public struct LoadedText: Sendable, Equatable {
     public var lineEnding: LineEndingStyle
     /// The file's identity when it was read.
     public var identity: FileIdentity
+
+    public init(path: String, encoding: TextEncoding, hasByteOrderMark: Bool, lineEnding: LineEndingStyle, identity: FileIdentity) {
+        self.path = path
+        self.encoding = encoding
+        self.hasByteOrderMark = hasByteOrderMark
+        self.lineEnding = lineEnding
+        self.identity = identity
+    }
 }
 
 /// Why a file could not be loaded as text.

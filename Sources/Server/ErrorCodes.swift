@@ -38,6 +38,9 @@ extension ErrorCode {
     public static let unsavedChanges = ErrorCode(rawValue: -32023)
     /// -32024: no live query has this id.
     public static let unknownQuery = ErrorCode(rawValue: -32024)
+    /// -32025: `document/recover` or `document/discardRecovery` on a document with no journal of a
+    /// dead server waiting.
+    public static let noRecovery = ErrorCode(rawValue: -32025)
 }
 
 extension FileSystemError {
@@ -137,6 +140,14 @@ extension Server {
             return ResponseError(
                 .outsideRoots, "\(field): \(path): \(reason)",
                 data: ["field": .string(field), "uri": .string(FileURI.uri(from: path)), "reason": .string(reason)])
+        case .noRecovery(let handle):
+            return ResponseError(
+                .noRecovery, "Document \(handle) has no unsaved work of an earlier server waiting to be recovered",
+                data: ["document": .string(handle)])
+        case .unsavedChanges(let handle, let path, let reason):
+            return ResponseError(
+                .unsavedChanges, "Document \(handle) has unsaved changes of its own; \(reason)",
+                data: ["document": .string(handle), "uri": .string(FileURI.uri(from: path))])
         }
     }
 }

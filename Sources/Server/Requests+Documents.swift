@@ -174,6 +174,10 @@ struct DocumentInfo: RequestResult {
     var lineEnding: String
     var hasUnsavedChanges: Bool
     var readOnly: Bool
+    /// A dead server's journal of the file, waiting (`document/open` only).
+    var recovery: RecoveryOffer? = nil
+    /// Whether a live server holds a journal of the file: it has unsaved changes to it.
+    var editedElsewhere = false
 
     init(_ document: Document, includeText: Bool) {
         handle = document.handle
@@ -207,6 +211,8 @@ struct DocumentInfo: RequestResult {
         info["lineEnding"] = .string(lineEnding)
         info["hasUnsavedChanges"] = .bool(hasUnsavedChanges)
         if readOnly { info["readOnly"] = true }
+        if let recovery { info["recovery"] = Server.json(recovery) }
+        if editedElsewhere { info["editedElsewhere"] = true }
         return .object(info)
     }
 }

@@ -19,9 +19,17 @@ struct InitializeRequest: RequestType {
     var roots: [String]?
     /// Where `roots` is, for errors.
     static let rootsField = "params.initializationOptions.roots"
+    /// The client's process (`processId`): watched, its death taken as the end of input.
+    var processID: Int64?
+    /// `initializationOptions.flushDelay`: the longest a journaled change waits to be flushed, in
+    /// milliseconds (nil: the server's 200).
+    var flushDelay: Int64?
+    /// `initializationOptions.hotExit`: whether `shutdown` keeps the journals of documents with
+    /// unsaved changes (default true).
+    var hotExit: Bool
 
     init(params: Params) throws(ResponseError) {
-        _ = try params.optionalInteger("processId")
+        processID = try params.optionalInteger("processId")
         if let clientInfo = try params.optionalObject("clientInfo") {
             _ = try clientInfo.string("name")
             _ = try clientInfo.optionalString("version")
@@ -39,7 +47,11 @@ struct InitializeRequest: RequestType {
         positionEncodings = offered
         autosave = .off
         roots = nil
+        flushDelay = nil
+        hotExit = true
         if let options = try params.optionalObject("initializationOptions") {
+            flushDelay = try options.optionalInteger("flushDelay", in: 0...60_000)
+            hotExit = try options.optionalBool("hotExit") ?? true
             if let settings = try options.optionalObject("autosave") {
                 let policy = try settings.optionalEnumeration("policy", ["off", "afterDelay"]) ?? "off"
                 let delay = try settings.optionalInteger("delay", in: 1...86_400_000)
@@ -76,6 +88,10 @@ struct InitializeResult: RequestResult {
     var watchFiles: Bool
     var keepsVersions: Bool
     var roots: SandboxRoots?
+    /// Whether unsaved changes are journaled, and the flush delay and hot exit in force.
+    var journal: Bool
+    var flushDelay: Int64
+    var hotExit: Bool
 
     var json: JSONValue {
         let autosaveJSON: JSONValue
@@ -94,6 +110,9 @@ struct InitializeResult: RequestResult {
                 "watchFiles": .bool(watchFiles),
                 "versions": .bool(keepsVersions),
                 "roots": roots.map { .array($0.paths.map { .string(FileURI.uri(from: $0)) }) } ?? .null,
+                "journal": .bool(journal),
+                "flushDelay": .integer(flushDelay),
+                "hotExit": .bool(hotExit),
             ],
         ]
     }

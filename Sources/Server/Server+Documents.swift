@@ -24,7 +24,10 @@ extension Server {
                     path: path, encoding: encoding, pinned: pinned,
                     progress: { done, total in progress.report(done: done, total: total) },
                     isCancelled: { context.cancellation.isCancelled })
-                return .success(DocumentInfo(document, includeText: includeText))
+                var info = DocumentInfo(document, includeText: includeText)
+                info.recovery = await store.recoveryOffer(document.handle)
+                info.editedElsewhere = await store.journalsHeldElsewhere(document.handle) > 0
+                return .success(info)
             } catch {
                 return .failure(Self.responseError(error, id: context.id, field: "params.uri", encodingWasNamed: encoding != nil))
             }

@@ -3,6 +3,11 @@ import JSON
 import JSONRPC
 import TextBuffer
 import DocumentSession
+import SystemCalls
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// LSP's trace levels (`$/setTrace`).
 public enum TraceLevel: String, Sendable, CaseIterable {
@@ -28,9 +33,39 @@ extension Server {
         lifecycle = .running
         await store.setAutosave(params.autosave)
         await store.setPositionEncoding(chosen)
+        hotExit = params.hotExit
+        if let delay = params.flushDelay { await store.setJournalFlushDelay(.milliseconds(delay)) }
+        if let pid = params.processID { await watchClient(pid) }
+        let journaling = await store.journaling
         return InitializeResult(
             positionEncoding: chosen, maxMessageSize: configuration.maxMessageSize, autosave: params.autosave,
-            watchFiles: configuration.watchFiles, keepsVersions: await store.keepsVersions, roots: roots)
+            watchFiles: configuration.watchFiles, keepsVersions: await store.keepsVersions, roots: roots,
+            journal: journaling, flushDelay: Int64(await store.journalFlushDelayMilliseconds), hotExit: params.hotExit)
+    }
+
+    /// Watches the client's process (`processId`): its death is taken as the end of input (the
+    /// journals are flushed and kept, the process exits with status 1). Only a process this one
+    /// descends from is watched (the client that started the server, directly or through a shell):
+    /// any other number may name an unrelated process, or none.
+    private func watchClient(_ pid: Int64) async {
+        guard pid > 0, pid <= Int64(Int32.max) else { return }
+        let store = store
+        let logger = logger
+        do throws(SystemCallError) {
+            _ = try await Workspace.watchClientProcess(Int32(pid)) {
+                logger.info("the client's process \(pid) ended: journals flushed, exiting")
+                _ = store.flushJournalsBlocking(within: .seconds(5))
+                Glibc.exit(1)
+            }
+        } catch {
+            logger.warning("the client's process \(pid) is not watched: \(error)")
+        }
+    }
+
+    /// The end of the process, however it comes (the end of input, `exit`, a signal's thread):
+    /// every journaled change is written and flushed first.
+    public nonisolated func flushJournals(within limit: Duration) -> Bool {
+        store.flushJournalsBlocking(within: limit)
     }
 
     /// `initializationOptions.roots` (paths): directories that narrow the server's roots; each
@@ -67,6 +102,9 @@ extension Server {
         // queued behind the saves at nice 10), not dropped when the process exits.
         let left = await store.finishVersionWrites(within: .seconds(10))
         if left > 0 { logger.warning("\(left) earlier versions not written by shutdown's deadline (10 s); they are dropped") }
+        // Hot exit: the journals of documents with unsaved changes stay, flushed, to be offered
+        // at the next open; without it they go.
+        await store.finishJournals(keep: hotExit)
         return NullResult()
     }
 

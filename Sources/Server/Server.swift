@@ -39,11 +39,18 @@ public actor Server: MessageHandler {
         /// The directories every path of every request must stay beneath (`--root`); nil: the
         /// user's own permissions apply.
         public var roots: SandboxRoots?
-        public init(maxMessageSize: Int = 64 << 20, stateDirectory: String? = nil, watchFiles: Bool = true, roots: SandboxRoots? = nil) {
+        /// Whether unsaved changes are journaled under the state directory (`journal/`), so that
+        /// they survive the process's death (`--no-journal`: not).
+        public var journal: Bool
+        public init(
+            maxMessageSize: Int = 64 << 20, stateDirectory: String? = nil, watchFiles: Bool = true, roots: SandboxRoots? = nil,
+            journal: Bool = true
+        ) {
             self.maxMessageSize = maxMessageSize
             self.stateDirectory = stateDirectory
             self.watchFiles = watchFiles
             self.roots = roots
+            self.journal = journal
         }
     }
 
@@ -70,6 +77,8 @@ public actor Server: MessageHandler {
     var roots: SandboxRoots?
     /// The live workspace queries (`workspace/query` with `watch`), by id.
     var queries = WorkspaceQueries()
+    /// Whether `shutdown` keeps the journals of unsaved documents (`initializationOptions.hotExit`).
+    var hotExit = true
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         self.roots = configuration.roots
@@ -78,12 +87,24 @@ public actor Server: MessageHandler {
         self.configuration = configuration
         var versions: VersionStore? = nil
         var unavailable = "the server was started without a state directory"
+        var journal: JournalDirectory? = nil
+        var journalUnavailable = unavailable
         if let directory = configuration.stateDirectory {
             do throws(FileSystemError) {
                 versions = try Workspace.openVersionStore(inStateDirectory: directory)
             } catch {
                 unavailable = "the state directory cannot be used: \(error.message)"
                 logger.warning("earlier versions of documents are not kept: \(error.message)")
+            }
+            if !configuration.journal {
+                journalUnavailable = "the server was started with --no-journal"
+            } else {
+            do throws(FileSystemError) {
+                journal = try Workspace.openJournal(inStateDirectory: directory)
+            } catch {
+                journalUnavailable = "the journal directory cannot be used: \(error.message)"
+                logger.warning("unsaved changes are not journaled (they die with the process): \(error.message)")
+            }
             }
         }
         store = DocumentStore(events: { event in
@@ -103,7 +124,8 @@ public actor Server: MessageHandler {
                     "fileType": .string(FileType.identifier(forPath: event.path)),
                 ]))
             }
-        }, watchFiles: configuration.watchFiles, versions: versions, versionsUnavailableReason: versions == nil ? unavailable : nil)
+        }, watchFiles: configuration.watchFiles, versions: versions, versionsUnavailableReason: versions == nil ? unavailable : nil,
+           journal: journal, journalUnavailableReason: journal == nil ? journalUnavailable : nil)
     }
 
     // MARK: - Method table
@@ -143,6 +165,9 @@ public actor Server: MessageHandler {
         RequestEntry(ExportFileRequest.self) { server, params, context throws(ResponseError) in try await server.exportFile(params, context) },
         RequestEntry(QueryRequest.self) { server, params, context throws(ResponseError) in .now(try await server.query(params, context)) },
         RequestEntry(StopQueryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.stopQuery(params)) },
+        RequestEntry(RecoverRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.recover(params)) },
+        RequestEntry(DiscardRecoveryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.discardRecovery(params)) },
+        RequestEntry(RecoverableRequest.self) { server, params, _ in .now(await server.recoverable(params)) },
     ]
 
     /// The notifications the server acts on.
@@ -280,6 +305,9 @@ public actor Server: MessageHandler {
     public func inputEnded(midMessage: Bool) async -> Int32 {
         let status: Int32 = lifecycle == .shutDown ? 0 : 1
         if status != 0 { logger.warning("input ended without shutdown and exit; exiting with status 1") }
+        // The end of input is an end like a crash's for the client: what it had unsaved stays,
+        // flushed, to be offered at the next open.
+        await store.finishJournals(keep: true)
         return status
     }
 }

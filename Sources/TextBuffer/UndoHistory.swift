@@ -151,6 +151,19 @@ public struct UndoHistory: Sendable {
         trim()
     }
 
+    /// The edits ``undo(_:encoding:)`` would apply, in order, in UTF-8 offsets (empty when there is
+    /// nothing to undo): for the journal, which records what a change did to the text.
+    public func editsForUndo() -> [AppliedEdit] {
+        guard canUndo else { return [] }
+        return steps[position - 1].edits.reversed().map(\.inverse)
+    }
+
+    /// The edits ``redo(_:encoding:)`` would apply, in order (empty when there is nothing to redo).
+    public func editsForRedo() -> [AppliedEdit] {
+        guard canRedo else { return [] }
+        return steps[position].edits
+    }
+
     /// Undoes the newest step on `buffer`, which must hold the text this history left it with.
     ///
     /// - Returns: the edits that turn the text before the undo into the text after it, in order,

@@ -56,6 +56,9 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not watch the documents' files for changes by other programs.")
     var noWatch = false
 
+    @Flag(name: .long, help: "Do not journal unsaved changes (by default they are kept under the state directory's journal/, flushed within initializationOptions.flushDelay, so that they survive the process's death).")
+    var noJournal = false
+
     @Option(name: .long, help: ArgumentHelp(
         "Append every message, both ways, to this file as JSON Lines (vscode-jsonrpc's JSON trace).",
         discussion: """
@@ -109,10 +112,23 @@ struct Serve: AsyncParsableCommand {
             writer: writer, logger: logger,
             configuration: Server.Configuration(
                 maxMessageSize: maxMessageSize.bytes, stateDirectory: stateDir ?? StateDirectory.default,
-                watchFiles: !noWatch, roots: sandbox))
+                watchFiles: !noWatch, roots: sandbox, journal: !noJournal))
+        // SIGTERM, SIGHUP and SIGINT end the process as the end of input would, after the journals
+        // of unsaved changes are flushed (status 128 + the signal, as the shell reports it).
+        do {
+            try onSignals([SIGTERM, SIGHUP, SIGINT]) { signal in
+                logger.info("signal \(signal): journals flushed, exiting")
+                _ = server.flushJournals(within: .seconds(5))
+                Glibc.exit(128 + signal)
+            }
+        } catch {
+            logger.warning("signals end the process without flushing the journals: \(error)")
+        }
         let connection = Connection(
             input: STDIN_FILENO, writer: writer, maxMessageSize: maxMessageSize.bytes, logger: logger, recorder: recorder)
         let status = await connection.run(handler: server)
+        // After `exit`: the journals kept (hot exit) or dropped by `shutdown` are flushed.
+        _ = server.flushJournals(within: .seconds(5))
         Glibc.exit(status)
     }
 }

@@ -186,11 +186,14 @@ class Server:
     glibc's arena limit given, so that no thread of the server reads the CPU count in the middle of
     a traced save)."""
 
-    def __init__(self, prefix: Iterable[str] = (), timeout: float = 30.0, initialization: dict | None = None):
-        argv = ["env", f"GLIBC_TUNABLES={allocator_tunables()}", *prefix, BIN]
+    def __init__(self, prefix: Iterable[str] = (), timeout: float = 30.0, initialization: dict | None = None,
+                 args: Iterable[str] = ()):
+        # `args`: the server's own arguments, after BIN (e.g. `serve --state-dir DIR`).
+        argv = ["env", f"GLIBC_TUNABLES={allocator_tunables()}", *prefix, BIN, *args]
         self.rpc = RpcClient(binary=argv[0], args=tuple(argv[1:]), timeout=timeout)
         self.notifications: list[dict] = []
-        self.rpc.initialize({} if initialization is None else initialization)
+        # The `initialize` result (its `capabilities`).
+        self.initialized: dict = self.rpc.initialize({} if initialization is None else initialization)
 
     @property
     def pid(self) -> int:

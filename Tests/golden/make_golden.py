@@ -252,6 +252,24 @@ SESSIONS: dict[str, dict[str, Any]] = {
             ("req", "document/close", {"document": "d1", "save": "never"}),
         ] + ENDED,
     },
+    # The journal: nothing waits to be recovered in a fresh state directory, and the requests about
+    # recovery say so (-32025); a document's own journal is not offered back to it.
+    "journal": {
+        "fixtures": {"notes.txt": NOTES},
+        "steps": STARTED + [
+            ("req", "workspace/recoverable", None),
+            ("req", "document/open", {"uri": uri("notes.txt"), "includeText": False}),
+            edit("d1", 1, 2, 0, "Third line\n"),
+            ("req", "workspace/recoverable", {}),
+            ("req", "document/recover", {"document": "d1"}),  # -32025
+            ("req", "document/discardRecovery", {"document": "d1"}),  # -32025
+            ("req", "document/recover", {"document": "d99"}),  # -32011
+            ("req", "document/discardRecovery", {}),  # -32602: document missing
+            ("req", "workspace/recoverable", [1]),  # -32602: takes no params
+            ("req", "document/close", {"document": "d1", "save": "never"}),
+            ("req", "workspace/recoverable", None),
+        ] + ENDED,
+    },
 }
 
 

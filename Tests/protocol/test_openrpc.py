@@ -86,7 +86,8 @@ CLIENT_TO_SERVER = {
     "document/redo", "document/state", "document/close", "document/save", "document/revert",
     "document/resolveConflict", "document/versions", "document/readVersion", "document/restoreVersion",
     "document/delete", "document/move", "document/rename", "workspace/import", "workspace/export",
-    "workspace/query", "workspace/stopQuery",
+    "workspace/query", "workspace/stopQuery", "document/recover", "document/discardRecovery",
+    "workspace/recoverable",
 }
 SERVER_TO_CLIENT = {
     "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
@@ -114,6 +115,8 @@ PARAMS_TYPES = {
     "document/versions": "VersionsParams",
     "document/readVersion": "ReadVersionParams",
     "document/restoreVersion": "RestoreVersionParams",
+    "document/recover": "RecoverParams",
+    "document/discardRecovery": "DiscardRecoveryParams",
     "document/delete": "DeleteDocumentParams",
     "document/move": "MoveDocumentParams",
     "document/rename": "RenameDocumentParams",
@@ -1150,6 +1153,163 @@ def test_end_of_input_waits_for_an_open_still_reading() -> None:
             validate_server_message(message)
         progress_of(messages, "w")
         assert messages[-1]["id"] == 2 and messages[-1]["result"]["document"] == "d1", messages[-1]
+
+
+def journal_files(state: Path) -> list[Path]:
+    """The journals in a state directory (README §8.22)."""
+    directory = state / "journal"
+    return sorted(directory.glob("*.journal")) if directory.is_dir() else []
+
+
+def wait_for_journal(state: Path, holding: bytes, timeout: float = 10) -> Path:
+    """Waits until a journal in `state` holds `holding` (the writer flushes at most flushDelay ms
+    after a change: polled, not slept for)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for path in journal_files(state):
+            try:
+                if holding in path.read_bytes():
+                    return path
+            except FileNotFoundError:
+                pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no journal in {state} holds {holding!r} after {timeout} s")
+        time.sleep(0.01)
+
+
+def killed(client: RpcClient) -> None:
+    """Ends a server as a crash would: SIGKILL, nothing flushed on the way out."""
+    client.process.kill()
+    client.process.wait()
+    client.kill()
+
+
+def test_recovery_traffic_validates(tmp_path: Path) -> None:
+    """README §8.22: the messages of a real recovery, which the transcripts cannot show (a server is
+    killed in between), validate against the document: the `recovery` of document/open (whole and
+    cut), `editedElsewhere`, workspace/recoverable, document/recover (in step with the file, and
+    in conflict), its stateChanged `recovered`, the -32023 and -32025 refusals, discardRecovery, and
+    a `journalFailed`."""
+    state = tmp_path / "state"
+    args = ("--state-dir", str(state))
+    options = {"initializationOptions": {"flushDelay": 0}}
+    traffic: list[Any] = []
+    notes = {"uri": uri("notes.txt"), "includeText": False}
+
+    def call(client: RpcClient, method_name: str, params: Any = None) -> Any:
+        response, before = client.request(method_name, params) if params is not None else client.request(method_name)
+        traffic.extend(before + [response])
+        assert "result" in response, f"{method_name} failed: {response.get('error')}"
+        validate_result(method_name, response["result"])
+        return response["result"]
+
+    def fail(client: RpcClient, method_name: str, params: Any) -> dict[str, Any]:
+        response, before = client.request(method_name, params)
+        traffic.extend(before + [response])
+        assert "error" in response, f"{method_name} should have failed: {response}"
+        return response["error"]
+
+    def crash_with(text: str) -> None:
+        """A server that opens notes.txt, replaces its text and is killed once that is journaled."""
+        with RpcClient(need_binary(), args=args) as first:
+            first.initialize(options)
+            first.notify("initialized")
+            assert call(first, "document/open", notes)["document"] == "d1"
+            call(first, "document/edit", {"document": "d1", "version": 1, "edits": [{"text": "Draft\n"}]})
+            call(first, "document/edit", {"document": "d1", "version": 2, "edits": [{"text": text}]})
+            wait_for_journal(state, text.encode())
+            killed(first)
+
+    make_fixtures()
+    crash_with("Mine\n")
+    with RpcClient(need_binary(), args=args) as client:
+        capabilities = client.initialize(options)["capabilities"]
+        assert (capabilities["journal"], capabilities["flushDelay"], capabilities["hotExit"]) == (True, 0, True)
+        client.notify("initialized")
+        (waiting,) = call(client, "workspace/recoverable")["journals"]
+        assert (waiting["uri"], waiting["edits"], waiting["version"], waiting["open"]) == (uri("notes.txt"), 2, 3, False)
+        info = call(client, "document/open", notes)
+        assert info["recovery"] == {"date": waiting["date"], "edits": 2, "version": 3, "fileMatchesBase": True, "cut": None}
+        # A second server meanwhile: the offered journal is held by a live server.
+        with RpcClient(need_binary(), args=args) as other:
+            other.initialize(options)
+            other.notify("initialized")
+            assert call(other, "document/open", notes)["editedElsewhere"] is True
+            assert call(other, "workspace/recoverable") == {"journals": []}
+            assert other.shutdown_and_exit() == 0
+        assert call(client, "workspace/recoverable")["journals"][0]["open"] is True
+        # Unsaved changes of its own: refused, nothing changes.
+        call(client, "document/edit", {"document": "d1", "version": 1, "edits": [{"text": "Other\n"}]})
+        refused = fail(client, "document/recover", {"document": "d1"})
+        assert (refused["code"], refused["data"]) == (-32023, {"document": "d1", "uri": uri("notes.txt")}), refused
+        call(client, "document/undo", {"document": "d1"})
+        recovered = call(client, "document/recover", {"document": "d1"})
+        # The version: the journal's (3), unless the document is there already (3 after the edit
+        # and its undo): then one more.
+        assert (recovered["version"], recovered["inConflict"], recovered["hasUnsavedChanges"]) == (4, False, True)
+        assert call(client, "document/read", {"document": "d1"}) == {"text": "Mine\n", "version": 4}
+        assert [c["reason"] for c in state_changes(traffic, "d1")][-1] == "recovered"
+        assert fail(client, "document/recover", {"document": "d1"})["code"] == -32025
+        assert fail(client, "document/discardRecovery", {"document": "d1"})["code"] == -32025
+        # Undo goes back to the file's text, step by step.
+        call(client, "document/undo", {"document": "d1"})
+        call(client, "document/undo", {"document": "d1"})
+        assert call(client, "document/read", {"document": "d1"})["text"] == "Hello, world!\nSecond line\n"
+        assert call(client, "document/state", {"document": "d1"})["hasUnsavedChanges"] is False
+        assert client.shutdown_and_exit() == 0
+
+    # The file changed since: the recovery comes back in conflict. A torn end is cut, not guessed at.
+    make_fixtures()
+    crash_with("Mine again\n")
+    journal = wait_for_journal(state, b"Mine again\n")
+    whole = journal.read_bytes()
+    journal.write_bytes(whole[:-2])
+    change_fixture("notes.txt", "Theirs\n")
+    with RpcClient(need_binary(), args=args) as client:
+        client.initialize(options)
+        client.notify("initialized")
+        offer = call(client, "document/open", notes)["recovery"]
+        assert offer["fileMatchesBase"] is False and offer["version"] == 2, offer
+        assert offer["cut"]["reason"] == "torn" and offer["cut"]["offset"] + offer["cut"]["bytes"] == len(whole) - 2, offer
+        recovered = call(client, "document/recover", {"document": "d1"})
+        assert (recovered["version"], recovered["inConflict"]) == (2, True)
+        assert call(client, "document/read", {"document": "d1"})["text"] == "Draft\n"
+        assert call(client, "document/state", {"document": "d1"})["state"] == ["inConflict"]
+        assert call(client, "document/close", {"document": "d1", "save": "never"}) == {"saved": False}
+        assert client.shutdown_and_exit() == 0
+
+    # Discarded: the journal is deleted, and nothing is left to recover.
+    make_fixtures()
+    crash_with("Not wanted\n")
+    with RpcClient(need_binary(), args=args) as client:
+        client.initialize(options)
+        client.notify("initialized")
+        assert call(client, "document/open", notes)["recovery"]["fileMatchesBase"] is True
+        assert fail(client, "document/discardRecovery", {"document": "d9"})["code"] == -32011
+        assert call(client, "document/discardRecovery", {"document": "d1"}) is None
+        assert journal_files(state) == []
+        assert call(client, "workspace/recoverable") == {"journals": []}
+        assert call(client, "document/read", {"document": "d1"}) == {"text": "Hello, world!\nSecond line\n", "version": 1}
+        assert client.shutdown_and_exit() == 0
+
+    # A journal that cannot be written: reported once, with the system call's detail.
+    make_fixtures()
+    with RpcClient(need_binary(), args=args) as client:
+        client.initialize(options)
+        client.notify("initialized")
+        call(client, "document/open", notes)
+        for path in journal_files(state):
+            path.unlink()
+        (state / "journal").rmdir()
+        (state / "journal").write_bytes(b"not a directory")
+        call(client, "document/edit", {"document": "d1", "version": 1, "edits": [{"text": "Unjournaled\n"}]})
+        failed = client.read_message()
+        traffic.append(failed)
+        assert failed["method"] == "document/stateChanged" and failed["params"]["reason"] == "journalFailed", failed
+        assert failed["params"]["error"]["code"] == "ENOTDIR" and failed["params"]["hasUnsavedChanges"] is True
+        assert client.shutdown_and_exit() == 0
+    for message in traffic:
+        validate_server_message(message)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -334,5 +334,227 @@ is bound to the file's name."
                                          (list :document handle)))
       (should (zerop (hash-table-count docsession--buffers))))))
 
+;;; Recovery of a dead server's unsaved changes
+
+(defun docsession-test--journal-size ()
+  "Return the total size of the journals in the test's state directory."
+  (let ((dir (expand-file-name "state/journal" docsession-test--dir)))
+    (if (file-directory-p dir)
+        (apply #'+ (mapcar (lambda (f) (file-attribute-size (file-attributes f)))
+                           (directory-files dir t "\\.journal\\'")))
+      0)))
+
+(defun docsession-test--journal-holds-p (text)
+  "Return non-nil if a journal in the test's state directory holds TEXT."
+  (let ((dir (expand-file-name "state/journal" docsession-test--dir))
+        (bytes (encode-coding-string text 'utf-8 t)))
+    (and (file-directory-p dir)
+         (seq-some (lambda (f)
+                     (with-temp-buffer
+                       (set-buffer-multibyte nil)
+                       (insert-file-contents-literally f)
+                       (search-forward bytes nil t)))
+                   (directory-files dir t "\\.journal\\'")))))
+
+(defun docsession-test--edit-and-journal (edit text)
+  "Call EDIT, which inserts TEXT, and wait until the journal holds it.
+The journals grow when the server's writer has written the change (at
+most `flushDelay' after it): poll their size, then their content."
+  (let ((before (docsession-test--journal-size)))
+    (funcall edit)
+    (docsession-test--wait-for
+     (lambda () (and (> (docsession-test--journal-size) before)
+                     (docsession-test--journal-holds-p text))))))
+
+(defun docsession-test--crash ()
+  "Make two unsaved edits, wait for the journal, SIGKILL the server.
+Return the buffer's text, then kill the buffer."
+  (docsession-test--edit-and-journal
+   (lambda () (goto-char (point-min)) (insert "Recovered 😀 "))
+   "Recovered 😀 ")
+  (docsession-test--edit-and-journal
+   (lambda () (goto-char (point-max)) (insert "last line ✓\n"))
+   "last line ✓\n")
+  (should (equal docsession--version 3))
+  (let ((process (jsonrpc--process docsession--connection))
+        (text (buffer-string)))
+    (signal-process process 'SIGKILL)
+    (docsession-test--wait-for (lambda () (null docsession--connection)))
+    (should-not docsession-mode)
+    (set-buffer-modified-p nil)
+    (kill-buffer)
+    text))
+
+(defun docsession-test--revisit (file action)
+  "Visit FILE again and enable the mode with `docsession-recovery-action' ACTION."
+  (let ((docsession-recovery-action action))
+    (with-current-buffer (find-file-noselect file)
+      (docsession-mode 1)
+      (current-buffer))))
+
+(defun docsession-test--server-undo ()
+  "Undo one step through the server and apply its edits to the buffer."
+  (pcase-let ((`(ok ,result) (docsession--call :document/undo
+                                               (list :document docsession--document))))
+    (docsession--apply-edits (plist-get result :edits))
+    (setq docsession--version (plist-get result :version))
+    (docsession--drain)))
+
+(ert-deftest docsession-test-recover ()
+  "A dead server's unsaved changes are offered, listed and recovered."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (let ((edited (docsession-test--crash)))
+      (should (equal edited (concat "Recovered 😀 " docsession-test--text
+                                    "last line ✓\n")))
+      (should (equal (docsession-test--file-text file) docsession-test--text))
+      ;; A new server on the same state directory lists the journal.
+      (let ((journals (docsession-recoverable)))
+        (should (= (length journals) 1))
+        (should (equal (plist-get (car journals) :uri)
+                       (docsession--file-to-uri file)))
+        (should (equal (plist-get (car journals) :edits) 2))
+        (should (eq (plist-get (car journals) :open) :json-false)))
+      (docsession-recoverable t)
+      (with-current-buffer "*docsession recoverable*"
+        (goto-char (point-min))
+        (should (search-forward (concat "2 edits  " file "\n") nil t)))
+      (setq buffer (docsession-test--revisit file 'recover))
+      (with-current-buffer buffer
+        (should docsession-mode)
+        (should (equal (buffer-string) edited))
+        (should (buffer-modified-p))
+        (should-not docsession--recovery)
+        (should (equal docsession--version 3))
+        (should (equal (docsession--lighter) " DS*"))
+        (docsession-test--check)
+        (should (null (docsession-recoverable)))
+        ;; Editing goes on from the recovered version.
+        (goto-char (point-max))
+        (insert "more")
+        (docsession-test--check)
+        (delete-char -4)
+        (docsession-test--check)
+        ;; Undo through the server: back, step by step, to the file's text.
+        (let ((steps 0))
+          (while (and (< steps 10)
+                      (eq (plist-get (docsession--request
+                                      :document/state
+                                      (list :document docsession--document))
+                                     :canUndo)
+                          t))
+            (docsession-test--server-undo)
+            (cl-incf steps)
+            (docsession-test--check)))
+        (should (equal (buffer-string) docsession-test--text))
+        (should-not (buffer-modified-p))
+        (should (equal (docsession--lighter) " DS"))
+        (docsession-test--check)
+        ;; Clean again: the journal goes (written by the server's writer).
+        (docsession-test--wait-for
+         (lambda () (zerop (docsession-test--journal-size))))))))
+
+(ert-deftest docsession-test-discard-recovery ()
+  "Discarding the offer keeps the file's text; nothing is offered again."
+  (docsession-test--with-file ("notes.txt" docsession-test--text)
+    (docsession-test--crash)
+    (setq buffer (docsession-test--revisit file 'discard))
+    (with-current-buffer buffer
+      (should docsession-mode)
+      (should (equal (buffer-string) docsession-test--text))
+      (should-not (buffer-modified-p))
+      (should-not docsession--recovery)
+      (should (equal (docsession--lighter) " DS"))
+      (docsession-test--check)
+      (should (zerop (docsession-test--journal-size)))
+      ;; Opened again (by this server, then by a new one): no offer.
+      (docsession-mode -1)
+      (let ((docsession-recovery-action 'recover))
+        (docsession-mode 1)
+        (should-not docsession--recovery)
+        (should (equal (buffer-string) docsession-test--text))
+        (docsession-shutdown)
+        (docsession-mode 1)
+        (should-not docsession--recovery)
+        (should (equal (buffer-string) docsession-test--text))
+        (should (null (docsession-recoverable)))))))
+
+(ert-deftest docsession-test-recover-in-conflict ()
+  "A file changed after the crash: the offer waits, recovering gives a conflict."
+  (docsession-test--with-file ("notes.txt" "alpha\nbeta\ngamma\n")
+    (docsession-test--edit-and-journal
+     (lambda () (goto-char (point-min)) (insert "mine "))
+     "mine ")
+    (signal-process (jsonrpc--process docsession--connection) 'SIGKILL)
+    (docsession-test--wait-for (lambda () (null docsession--connection)))
+    (set-buffer-modified-p nil)
+    (kill-buffer)
+    (docsession-test--write-file file "alpha\nbeta\ngamma, theirs\n")
+    ;; Asked, the user decides later.
+    (let* ((prompt nil)
+           (completing-read-function
+            (lambda (p &rest _) (setq prompt p) "later")))
+      (setq buffer (docsession-test--revisit file 'ask))
+      (should (string-match-p "1 edit).*the file changed since.*Recover, discard"
+                              prompt)))
+    (with-current-buffer buffer
+      ;; The offer waits; the buffer holds the file's text.
+      (should (equal (buffer-string) "alpha\nbeta\ngamma, theirs\n"))
+      (should docsession--recovery)
+      (should (equal (plist-get docsession--recovery :edits) 1))
+      (should (eq (plist-get docsession--recovery :fileMatchesBase) :json-false))
+      (should (string-match-p "the file changed since"
+                              (docsession--describe-recovery docsession--recovery)))
+      (should (equal (docsession--lighter) " DS!recover"))
+      (let ((journals (docsession-recoverable)))
+        (should (= (length journals) 1))
+        (should (eq (plist-get (car journals) :open) t)))
+      ;; Recovering brings the conflict.
+      (docsession-recover)
+      (should (equal (buffer-string) "mine alpha\nbeta\ngamma\n"))
+      (should (equal (docsession--lighter) " DS!conflict"))
+      (docsession-test--check)
+      (docsession-resolve-conflict "merge")
+      (should (equal (buffer-string) "mine alpha\nbeta\ngamma, theirs\n"))
+      (should (equal (docsession--lighter) " DS*"))
+      (docsession-test--check)
+      (save-buffer)
+      (should (equal (docsession-test--file-text file) (buffer-string))))))
+
+(ert-deftest docsession-test-edited-elsewhere ()
+  "A file with unsaved changes in another running server: a warning, no offer."
+  (docsession-test--with-file ("notes.txt" docsession-test--text t)
+    (let ((other (make-instance
+                  'jsonrpc-process-connection
+                  :name "docsession-other"
+                  :events-buffer-scrollback-size 0
+                  :process
+                  (lambda ()
+                    (make-process
+                     :name "docsession-other"
+                     :command (cons docsession-program docsession-program-args)
+                     :connection-type 'pipe :coding 'utf-8-emacs-unix :noquery t
+                     :stderr (get-buffer-create "*docsession-other stderr*"))))))
+      (unwind-protect
+          (progn
+            (jsonrpc-request other :initialize (list :capabilities nil))
+            (jsonrpc-notify other :initialized nil)
+            (let ((handle (plist-get (jsonrpc-request
+                                      other :document/open
+                                      (list :uri (docsession--file-to-uri file)))
+                                     :document)))
+              (docsession-test--edit-and-journal
+               (lambda ()
+                 (jsonrpc-request other :document/edit
+                                  (list :document handle :version 1
+                                        :edits (vector (list :text "theirs\n")))))
+               "theirs\n"))
+            (let ((docsession-recovery-action 'recover))
+              (docsession-mode 1))
+            (should docsession--edited-elsewhere)
+            (should-not docsession--recovery)
+            (should (equal (buffer-string) docsession-test--text))
+            (docsession-test--check))
+        (jsonrpc-shutdown other t)))))
+
 (provide 'docsession-test)
 ;;; docsession-test.el ends here

@@ -18,7 +18,12 @@
 ;;   changes) edits the buffer, `document/didMove' renames the visited
 ;;   file, `document/stateChanged' updates the mode line;
 ;; - disabling the mode, or killing the buffer, closes the document
-;;   without saving (`save: "never"'): Emacs owns unsaved changes.
+;;   without saving (`save: "never"'): Emacs owns unsaved changes;
+;; - unsaved changes that a dead server left in its journal are offered
+;;   back when the file is opened: `docsession-recovery-action' says
+;;   whether to ask, recover, discard or leave them pending
+;;   (`docsession-recover', `docsession-discard-recovery');
+;;   `docsession-recoverable' lists them all.
 ;;
 ;; One server process serves every buffer of an Emacs session.  It is
 ;; started on first use and stopped by `docsession-shutdown' or when
@@ -47,6 +52,7 @@
 
 (require 'cl-lib)
 (require 'jsonrpc)
+(require 'parse-time)
 (require 'subr-x)
 (require 'url-util)
 
@@ -68,6 +74,20 @@ elsewhere than the server's default."
 (defcustom docsession-request-timeout 10
   "Seconds to wait for the answer of a request."
   :type 'number)
+
+(defcustom docsession-recovery-action 'ask
+  "What to do with unsaved changes a server that ended left for a file.
+When the mode is enabled in a buffer whose file has a journal of a
+server that died (or quit with hot exit) holding unsaved changes, the
+server offers them back.  `ask' asks, `recover' takes them back into
+the buffer, `discard' deletes them, `ignore' leaves the offer pending
+\(the mode line shows DS!recover; see `docsession-recover' and
+`docsession-discard-recovery').  An offer is never taken while the
+buffer has changes of its own."
+  :type '(choice (const :tag "Ask" ask)
+                 (const :tag "Recover" recover)
+                 (const :tag "Discard" discard)
+                 (const :tag "Leave the offer pending" ignore)))
 
 (defcustom docsession-events-buffer-size 2000000
   "Maximum size of the *docsession events* buffer, which logs the traffic.
@@ -124,11 +144,20 @@ server's text will be taken).")
 A list (BEG END START END-POSITION OLD-TEXT): buffer positions, the
 protocol positions of BEG and END, and the text about to be replaced.")
 
+(defvar-local docsession--recovery nil
+  "The server's offer of a dead server's unsaved changes, or nil.
+The `recovery' member of `document/open': a plist with :date, :edits,
+:version, :fileMatchesBase and :cut.")
+
+(defvar-local docsession--edited-elsewhere nil
+  "Non-nil when another running server has unsaved changes to the file.")
+
 ;; The document stays open when the major mode changes (which kills
 ;; local variables, for example after a move renames the file).
 (dolist (var '(docsession--document docsession--version docsession--state
                docsession--unsaved docsession--deleted docsession--eol
-               docsession--out-of-sync docsession--change))
+               docsession--out-of-sync docsession--change
+               docsession--recovery docsession--edited-elsewhere))
   (put var 'permanent-local t))
 
 ;;; Connection
@@ -623,6 +652,146 @@ mine or theirs" (length (plist-get result :conflicts)))
       (unless docsession--unsaved
         (docsession--mark-clean)))))
 
+;;; Recovery of a dead server's unsaved changes
+
+(defun docsession--format-date (date)
+  "Return the ISO 8601 DATE (UTC) of the server in local time, or DATE."
+  (or (ignore-errors
+        (format-time-string "%Y-%m-%d %H:%M:%S" (parse-iso8601-time-string date)))
+      date))
+
+(defun docsession--describe-recovery (offer)
+  "Return a sentence telling what the recovery OFFER holds."
+  (let ((edits (plist-get offer :edits))
+        (cut (plist-get offer :cut)))
+    (concat
+     (format "%s has unsaved changes of an earlier session (%s, %d edit%s)"
+             (file-name-nondirectory buffer-file-name)
+             (docsession--format-date (plist-get offer :date))
+             edits (if (eql edits 1) "" "s"))
+     (if (eq (plist-get offer :fileMatchesBase) t)
+         ""
+       "; the file changed since: recovering gives a conflict to resolve")
+     (if cut
+         (format "; the journal's last %d bytes were %s and are lost"
+                 (plist-get cut :bytes) (plist-get cut :reason))
+       ""))))
+
+(defun docsession--offer-recovery ()
+  "Act on the recovery offered at `document/open', by `docsession-recovery-action'."
+  (let ((description (docsession--describe-recovery docsession--recovery)))
+    (if (buffer-modified-p)
+        ;; Recovering would replace the buffer's own changes (the server
+        ;; refuses it): the offer waits.
+        (message "docsession: %s; the buffer has changes of its own: save \
+or revert them, then M-x docsession-recover, or M-x \
+docsession-discard-recovery" description)
+      (pcase (if (eq docsession-recovery-action 'ask)
+                 ;; A prompt that cannot be answered (batch Emacs at the
+                 ;; end of its input) or is quit leaves the offer pending.
+                 (condition-case nil
+                     (completing-read
+                      (concat description
+                              ".  Recover, discard, or decide later? ")
+                      '("recover" "discard" "later") nil t nil nil "later")
+                   ((error quit) "later"))
+               docsession-recovery-action)
+        ((or 'recover "recover") (docsession-recover))
+        ((or 'discard "discard") (docsession-discard-recovery))
+        (_ (message "docsession: %s; M-x docsession-recover takes them back, \
+M-x docsession-discard-recovery deletes them" description))))))
+
+(defun docsession-recover ()
+  "Take back the unsaved changes an earlier server left for this file.
+The server replaces the document's text with the journal's, with its
+undo history, and the buffer takes it.  If the file changed since, the
+document comes back in conflict: see `docsession-resolve-conflict'."
+  (interactive)
+  (unless docsession--document (user-error "Not a docsession buffer"))
+  (when docsession--out-of-sync (docsession-resync))
+  (pcase (docsession--call :document/recover
+                           (list :document docsession--document))
+    (`(ok ,result)
+     (setq docsession--recovery nil)
+     (condition-case nil
+         (docsession--apply-edits (plist-get result :edits))
+       (error
+        ;; The edits did not fit the buffer: take the server's text.
+        (docsession--replace-text
+         (plist-get (docsession--request :document/read
+                                         (list :document docsession--document))
+                    :text))))
+     (setq docsession--version (plist-get result :version)
+           docsession--unsaved (eq (plist-get result :hasUnsavedChanges) t))
+     (if docsession--unsaved
+         (set-buffer-modified-p t)
+       (docsession--mark-clean))
+     (docsession--drain)
+     (force-mode-line-update)
+     (message "docsession: recovered the unsaved changes%s"
+              (if (eq (plist-get result :inConflict) t)
+                  "; the file changed since: resolve the conflict with \
+M-x docsession-resolve-conflict"
+                "")))
+    (`(error ,code ,message ,_)
+     (when (eql code -32025) (setq docsession--recovery nil))
+     (docsession--drain)
+     (force-mode-line-update)
+     (if (eql code -32023)
+         (user-error "docsession: the document has unsaved changes of its own; \
+save or revert them first, or M-x docsession-discard-recovery")
+       (error "docsession: document/recover failed: %s (%s)" message code)))))
+
+(defun docsession-discard-recovery ()
+  "Delete the unsaved changes an earlier server left for this file, for good."
+  (interactive)
+  (unless docsession--document (user-error "Not a docsession buffer"))
+  (pcase (docsession--call :document/discardRecovery
+                           (list :document docsession--document))
+    (`(ok ,_)
+     (setq docsession--recovery nil)
+     (docsession--drain)
+     (force-mode-line-update)
+     (message "docsession: discarded the unsaved changes of the earlier session"))
+    (`(error ,code ,message ,_)
+     (when (eql code -32025) (setq docsession--recovery nil))
+     (docsession--drain)
+     (force-mode-line-update)
+     (error "docsession: document/discardRecovery failed: %s (%s)" message code))))
+
+(defun docsession-recoverable (&optional show)
+  "List the unsaved changes of earlier servers that can be recovered.
+Interactively (or with SHOW non-nil), show them in the buffer
+*docsession recoverable*, newest first, each with a button that visits
+its file (enable `docsession-mode' there to be offered the changes).
+Return the list of `workspace/recoverable' journals: plists with :uri,
+:date, :edits, :version and :open."
+  (interactive (list t))
+  (let ((journals (append (plist-get (docsession--request :workspace/recoverable nil)
+                                     :journals)
+                          nil)))
+    (when show
+      (if (null journals)
+          (message "docsession: no unsaved changes to recover")
+        (with-current-buffer (get-buffer-create "*docsession recoverable*")
+          (let ((inhibit-read-only t))
+            (erase-buffer)
+            (insert "Unsaved changes of earlier sessions, newest first:\n\n")
+            (dolist (journal journals)
+              (let ((file (docsession--uri-to-file (plist-get journal :uri))))
+                (insert (docsession--format-date (plist-get journal :date))
+                        (format "  %3d edit%s  " (plist-get journal :edits)
+                                (if (eql (plist-get journal :edits) 1) " " "s")))
+                (insert-text-button file 'action (lambda (_) (find-file file))
+                                    'help-echo "Visit the file")
+                (insert (if (eq (plist-get journal :open) t)
+                            "  (open: M-x docsession-recover there)\n"
+                          "\n")))))
+          (special-mode)
+          (goto-char (point-min))
+          (display-buffer (current-buffer)))))
+    journals))
+
 ;;; The mode
 
 (defun docsession--lighter ()
@@ -632,6 +801,7 @@ mine or theirs" (length (plist-get result :conflicts)))
         ((member "inConflict" docsession--state) " DS!conflict")
         (docsession--deleted " DS!deleted")
         (docsession--out-of-sync " DS!sync")
+        (docsession--recovery " DS!recover")
         (docsession--unsaved " DS*")
         (t " DS")))
 
@@ -696,6 +866,8 @@ which the server counts as a line break; docsession-mode refuses it"))
                       (1 "\r\n") (2 "\r") (_ "\n")))
             (_ "\n")))
     (puthash handle (current-buffer) docsession--buffers)
+    (setq docsession--recovery (plist-get info :recovery)
+          docsession--edited-elsewhere (eq (plist-get info :editedElsewhere) t))
     (unless (equal (docsession--inbound (plist-get info :text))
                    (docsession--whole-text))
       (if (buffer-modified-p)
@@ -713,6 +885,17 @@ which the server counts as a line break; docsession-mode refuses it"))
     (add-hook 'after-change-functions #'docsession--after-change nil t)
     (add-hook 'write-contents-functions #'docsession--write-contents nil t)
     (add-hook 'kill-buffer-hook #'docsession--close nil t)
+    (when docsession--edited-elsewhere
+      (display-warning
+       'docsession
+       (format "%s has unsaved changes in another docsession server that is \
+running; changes made here and there will conflict"
+               (file-name-nondirectory buffer-file-name))))
+    (when docsession--recovery
+      (condition-case err
+          (docsession--offer-recovery)
+        (error (message "docsession: recovery failed: %s"
+                        (error-message-string err)))))
     (force-mode-line-update)))
 
 (dolist (fn '(docsession--before-change docsession--after-change
@@ -735,7 +918,9 @@ which the server counts as a line break; docsession-mode refuses it"))
         docsession--unsaved nil
         docsession--deleted nil
         docsession--out-of-sync nil
-        docsession--change nil))
+        docsession--change nil
+        docsession--recovery nil
+        docsession--edited-elsewhere nil))
 
 (defun docsession--close ()
   "Close the buffer's document without saving, and forget it."

@@ -10,6 +10,10 @@ resolution and restored versions, and the edits of ``document/didChange`` (anoth
 the file), and it follows ``document/didMove``. Edits are applied on the reader thread in the order
 the server sent them, so by the time a request returns, the local copy is that of its answer.
 
+Unsaved changes that a server took with it when it died (it keeps a journal of them) are offered
+when their file is next opened: `Document.recovery`, then `Client.recover` or
+`Client.discard_recovery`; `Client.recoverable` lists the journals waiting.
+
 Positions are LSP's ``(line, character)``, with ``character`` counted in the encoding negotiated at
 `Client.initialize` (``utf-8``, ``utf-16`` or ``utf-32``); `position_to_offset` and
 `offset_to_position` convert them from and to indices into a Python ``str``.
@@ -68,6 +72,10 @@ UNENCODABLE = -32018
 NOT_IN_CONFLICT = -32019
 UNKNOWN_VERSION = -32020
 VERSIONS_UNAVAILABLE = -32021
+OUTSIDE_ROOTS = -32022
+UNSAVED_CHANGES = -32023
+UNKNOWN_QUERY = -32024
+NO_RECOVERY = -32025
 REQUEST_CANCELLED = -32800
 CONTENT_MODIFIED = -32801
 
@@ -554,17 +562,31 @@ class Client:
 
     def initialize(self, position_encoding: Union[str, Sequence[str], None] = None, *,
                    autosave: Optional[Mapping[str, Any]] = None, trace: Optional[str] = None,
+                   flush_delay: Optional[int] = None, hot_exit: Optional[bool] = None,
                    client_name: str = "docsession_client.py", send_initialized: bool = True,
                    timeout: float = 10.0) -> dict:
         """``initialize`` (then ``initialized``). ``position_encoding`` is one encoding or a list,
-        most preferred first; the server's choice is kept in `position_encoding`."""
+        most preferred first; the server's choice is kept in `position_encoding`.
+
+        ``flush_delay`` (milliseconds, 0 to 60000; the server's default is 200) bounds how long a
+        change waits before the server writes it to its journal; ``hot_exit`` (default True)
+        says whether `shutdown` keeps the journals of documents with unsaved changes, to be
+        offered back at the next open, or deletes them. ``processId`` is this process: when it
+        dies, the server flushes its journals and exits."""
         params: dict = {"processId": os.getpid(), "clientInfo": {"name": client_name},
                         "capabilities": {}}
         if position_encoding is not None:
             encs = [position_encoding] if isinstance(position_encoding, str) else list(position_encoding)
             params["capabilities"] = {"general": {"positionEncodings": encs}}
+        options: dict = {}
         if autosave is not None:
-            params["initializationOptions"] = {"autosave": dict(autosave)}
+            options["autosave"] = dict(autosave)
+        if flush_delay is not None:
+            options["flushDelay"] = flush_delay
+        if hot_exit is not None:
+            options["hotExit"] = hot_exit
+        if options:
+            params["initializationOptions"] = options
         if trace is not None:
             params["trace"] = trace
         result = self.request("initialize", params, timeout)
@@ -614,6 +636,60 @@ class Client:
         with self._lock:
             return self._documents.get(handle)
 
+    # -- recovery ----------------------------------------------------------------------
+
+    def _handle_of(self, document: Union["Document", str]) -> tuple[str, Optional["Document"]]:
+        if isinstance(document, Document):
+            return document.handle, document
+        return document, self.document(document)
+
+    def recover(self, document: Union["Document", str], *, timeout: float = 10.0) -> dict:
+        """``document/recover``: brings back the unsaved changes a dead server left in its journal
+        of the document's file (offered as `Document.recovery` by `open`), with their undo
+        history: `Document.undo` goes back, step by step, to the file's text.
+
+        ``document`` is a `Document` or a handle. The local copy takes the recovered text and the
+        new version before this returns. Returns ``{version, edits, inConflict,
+        hasUnsavedChanges}``; ``inConflict`` is True when the file changed since the journal's
+        base (resolve with `Document.resolve_conflict`). Raises `RpcError`: ``NO_RECOVERY``
+        (-32025) when nothing is offered, ``UNSAVED_CHANGES`` (-32023) when the document has
+        unsaved changes of its own or is in conflict, ``UNKNOWN_DOCUMENT`` (-32011)."""
+        handle, doc = self._handle_of(document)
+        sent = doc.version if doc is not None else None
+
+        def hook(result: dict) -> None:
+            if doc is None:
+                return
+            if doc.version != sent:
+                raise RuntimeError(f"{handle}: local version {doc.version} moved from {sent} "
+                                   "before document/recover was answered; call sync()")
+            doc._apply(result["edits"], result["version"])
+            doc.has_unsaved_changes = result["hasUnsavedChanges"]
+            doc.recovery = None
+
+        return self.request("document/recover", {"document": handle}, timeout, hook=hook)
+
+    def discard_recovery(self, document: Union["Document", str], *,
+                         timeout: float = 10.0) -> None:
+        """``document/discardRecovery``: deletes the journal a dead server left of the document's
+        file (offered as `Document.recovery`); its unsaved changes are gone for good, and the
+        document is not touched. ``document`` is a `Document` or a handle. Raises `RpcError`
+        ``NO_RECOVERY`` (-32025) when nothing is offered."""
+        handle, doc = self._handle_of(document)
+
+        def hook(result: None) -> None:
+            if doc is not None:
+                doc.recovery = None
+
+        self.request("document/discardRecovery", {"document": handle}, timeout, hook=hook)
+
+    def recoverable(self, *, timeout: float = 10.0) -> list[dict]:
+        """``workspace/recoverable``: the journals that could be recovered, newest first, each
+        ``{uri, date, edits, version, open}``: ``open`` True for the offer of a document open in
+        this session, False for a dead server's journal of a file not offered here (open the
+        file to have it offered)."""
+        return self.request("workspace/recoverable", None, timeout)["journals"]
+
     def _adopt(self, info: dict) -> "Document":
         # Runs first as a hook on the reader thread (so notifications that follow find the
         # document), then again in the caller, which finds it registered.
@@ -632,8 +708,10 @@ class Document:
 
     Attributes: ``handle``, ``uri``, ``version``, ``text``, ``flags`` (the state flags, from
     ``document/stateChanged``), ``has_unsaved_changes``,
-    ``info`` (the last document info), ``closed``. Methods send requests against the local
-    version, and update the local copy from the answers.
+    ``info`` (the last document info), ``closed``, ``recovery`` (the unsaved changes of a dead
+    server offered by `Client.open`, or None) and ``edited_elsewhere`` (another running server has
+    unsaved changes to the file). Methods send requests against the local version, and update the
+    local copy from the answers.
     """
 
     def __init__(self, client: Client, info: dict) -> None:
@@ -646,6 +724,11 @@ class Document:
         self.has_unsaved_changes: bool = info.get("hasUnsavedChanges", False)
         self.info: dict = info
         self.closed = False
+        #: ``{date, edits, version, fileMatchesBase, cut}``: a dead server's journal of the file,
+        #: offered by ``document/open`` until `recover` or `discard_recovery`; else None.
+        self.recovery: Optional[dict] = info.get("recovery")
+        #: Whether another running server had unsaved changes to the file when it was opened.
+        self.edited_elsewhere: bool = info.get("editedElsewhere", False)
         #: Set when a notification's edits could not be applied; `sync` clears it.
         self.sync_error: Optional[Exception] = None
 
@@ -883,3 +966,11 @@ class Document:
     def restore_version(self, id: str, timeout: float = 10.0) -> dict:
         """``document/restoreVersion``: an earlier version's text as an unsaved, undoable change."""
         return self._undo_like("document/restoreVersion", {"id": id}, timeout)
+
+    def recover(self, timeout: float = 10.0) -> dict:
+        """`Client.recover` of this document: the unsaved changes offered in `recovery`."""
+        return self.client.recover(self, timeout=timeout)
+
+    def discard_recovery(self, timeout: float = 10.0) -> None:
+        """`Client.discard_recovery` of this document."""
+        self.client.discard_recovery(self, timeout=timeout)

@@ -1,4 +1,5 @@
--- :DocSessionAttach, :DocSessionDetach, :DocSessionState (docsession.nvim, Neovim 0.7+).
+-- :DocSessionAttach, :DocSessionDetach, :DocSessionState, :DocSessionRecover,
+-- :DocSessionDiscardRecovery, :DocSessionRecoverable (docsession.nvim, Neovim 0.7+).
 if vim.g.loaded_docsession then return end
 vim.g.loaded_docsession = true
 
@@ -19,3 +20,34 @@ vim.api.nvim_create_user_command('DocSessionState', function()
   end
   print(ds.status(0) .. ' ' .. vim.inspect(res))
 end, { desc = 'Show the document\'s state as the server has it' })
+
+vim.api.nvim_create_user_command('DocSessionRecover', function()
+  require('docsession').recover(0)
+end, { desc = 'Take back the unsaved changes an earlier docsession server left for this file' })
+
+vim.api.nvim_create_user_command('DocSessionDiscardRecovery', function()
+  require('docsession').discard_recovery(0)
+end, { desc = 'Delete the unsaved changes an earlier docsession server left for this file' })
+
+vim.api.nvim_create_user_command('DocSessionRecoverable', function()
+  local journals, err = require('docsession').recoverable()
+  if not journals then
+    print('docsession: ' .. (err and err.message or 'workspace/recoverable failed'))
+    return
+  end
+  if #journals == 0 then
+    print('docsession: no unsaved changes to recover')
+    return
+  end
+  -- The quickfix list: one entry a file, newest first; opening a file and attaching it offers them.
+  local items = {}
+  for _, j in ipairs(journals) do
+    table.insert(items, {
+      filename = vim.uri_to_fname(j.uri), lnum = 1,
+      text = ('%s, %d edit%s%s'):format(j.date, j.edits, j.edits == 1 and '' or 's',
+        j.open and ' (attached: :DocSessionRecover there)' or ''),
+    })
+  end
+  vim.fn.setqflist({}, ' ', { title = 'docsession: unsaved changes to recover', items = items })
+  vim.cmd('copen')
+end, { desc = 'List the unsaved changes of earlier docsession servers (the quickfix list)' })

@@ -221,6 +221,174 @@ case('a stale version resyncs; detaching and unloading close the document', func
   check(e3 and e3.code == -32011, ':bwipeout closed the document', vim.inspect(e3))
 end)
 
+-- Recovery of a dead server's unsaved changes ------------------------------------------------------
+
+local function journals(dir) return vim.fn.glob(dir .. '/state/journal/*.journal', false, true) end
+local function journal_size(dir)
+  local n = 0
+  for _, f in ipairs(journals(dir)) do n = n + math.max(vim.fn.getfsize(f), 0) end
+  return n
+end
+local function journal_holds(dir, text)
+  for _, f in ipairs(journals(dir)) do
+    local s = read_file(f)
+    if s and s:find(text, 1, true) then return true end
+  end
+  return false
+end
+
+-- Make an edit that inserts text, and wait until the server's journal holds it: the journals grow
+-- once the server's writer has written the change (at most flushDelay after it).
+local function edit_and_journal(buf, dir, edit, text)
+  local before = journal_size(dir)
+  edit()
+  assert(ds.sync(buf), 'sync timed out')
+  return check(wait(function() return journal_size(dir) > before and journal_holds(dir, text) end, 5000),
+    'the journal holds ' .. vim.inspect(text))
+end
+
+-- SIGKILL the server (nothing is flushed on the way out), and wipe the buffer.
+local function crash(buf)
+  local pid = ds._server_pid()
+  -- The plugin's error message about the server's death would make the next redraw wait (headless).
+  ds._shutting_down = true
+  vim.loop.kill(pid, 9)
+  check(wait(function() return ds.get(buf) == nil end), 'the plugin saw the server die')
+  vim.cmd('silent bwipeout! ' .. buf)
+end
+
+-- Visit the file again with a new server on the same state directory, recovery set to action.
+local function revisit(dir, path, action)
+  ds.setup({ cmd = { bin, '--stdio', '--state-dir', dir .. '/state' }, timeout = 5000,
+    log_file = os.getenv('DOCSESSION_NVIM_LOG'), recovery = action })
+  vim.cmd('silent edit ' .. vim.fn.fnameescape(path))
+  local buf = api.nvim_get_current_buf()
+  assert(ds.attach(buf), 'attach failed')
+  return buf
+end
+
+local original = 'héllo wörld\n😀 second\nthird\n'
+
+local function crash_with_two_edits(name)
+  local buf, path, dir = fresh(name, original)
+  edit_and_journal(buf, dir, function() api.nvim_buf_set_text(buf, 0, 0, 0, 0, { 'Recovered 😀 ' }) end, 'Recovered 😀 ')
+  edit_and_journal(buf, dir, function() api.nvim_buf_set_lines(buf, -1, -1, false, { 'last ✓' }) end, 'last ✓')
+  check(ds.get(buf).version == 3, 'two edits: version 3')
+  local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+  crash(buf)
+  return path, dir, lines
+end
+
+case('recovery after a crash: listed, offered, recovered; server undo gives the file back', function()
+  local path, dir, lines = crash_with_two_edits('recover.txt')
+  check(read_file(path) == original, 'the file was not touched')
+  local list = ds.recoverable() -- starts a new server on the same state directory
+  check(list and #list == 1 and list[1].uri == vim.uri_from_fname(path) and list[1].edits == 2
+    and list[1].open == false, 'workspace/recoverable lists the journal', vim.inspect(list))
+  vim.cmd('DocSessionRecoverable')
+  local qf = vim.fn.getqflist()
+  check(#qf == 1 and vim.fn.bufname(qf[1].bufnr) == path and qf[1].text:find('2 edits', 1, true) ~= nil,
+    ':DocSessionRecoverable fills the quickfix list', vim.inspect(qf))
+  vim.cmd('cclose')
+  local buf = revisit(dir, path, 'recover')
+  local doc = ds.get(buf)
+  check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), lines), 'the buffer holds the edited text',
+    vim.inspect(api.nvim_buf_get_lines(buf, 0, -1, false)))
+  check(vim.bo[buf].modified, "'modified' on")
+  check(doc.version == 3 and doc.recovery == nil, 'version 3, no offer left', tostring(doc.version))
+  check(server_text(buf) == expected(buf), 'the server and the buffer agree')
+  check(ds.status(buf) == '[ds:' .. doc.handle .. ' v3 +]', 'status', ds.status(buf))
+  step(buf, 'an edit after the recovery', function() api.nvim_buf_set_text(buf, 1, 0, 1, 0, { 'é' }) end)
+  step(buf, 'and back', function() api.nvim_buf_set_text(buf, 1, 0, 1, 2, { '' }) end)
+  -- Undo through the server, step by step, down to the file's text.
+  for _ = 1, 10 do
+    local _, st = ds.call(buf, 'document/state')
+    if not st.canUndo then break end
+    local err = ds.call(buf, 'document/undo')
+    check(not err, 'document/undo', err and err.message)
+  end
+  local _, read = ds.call(buf, 'document/read')
+  check(read.text == original, 'undo through the server gives the file\'s text back', vim.inspect(read.text))
+  local _, st = ds.call(buf, 'document/state')
+  check(st.hasUnsavedChanges == false, 'no unsaved changes at the bottom of the undo history')
+  check(wait(function() return journal_size(dir) == 0 end), 'the journal went with the unsaved changes')
+  vim.cmd('bwipeout!')
+end)
+
+case('recovery discarded: the file\'s text stays, nothing is offered again', function()
+  local path, dir = crash_with_two_edits('discard.txt')
+  local buf = revisit(dir, path, 'discard')
+  check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { 'héllo wörld', '😀 second', 'third' }),
+    'the buffer holds the file\'s text')
+  check(not vim.bo[buf].modified, "'modified' off")
+  check(ds.get(buf).recovery == nil, 'no offer left')
+  check(server_text(buf) == original, 'the server holds the file\'s text')
+  check(journal_size(dir) == 0 and #journals(dir) == 0, 'the journal was deleted')
+  check(#ds.recoverable() == 0, 'nothing to recover')
+  vim.cmd('DocSessionDetach')
+  vim.cmd('DocSessionAttach')
+  check(ds.get(buf) and ds.get(buf).recovery == nil, 'attached again: no offer')
+  ds.shutdown()
+  buf = revisit(dir, path, 'recover')
+  check(ds.get(buf).recovery == nil and server_text(buf) == original, 'a new server: no offer')
+end)
+
+case('a file changed after the crash: asked, the offer waits; recovering gives a conflict', function()
+  local buf, path, dir = fresh('conflict-recover.txt', 'alpha\nbeta\n')
+  edit_and_journal(buf, dir, function() api.nvim_buf_set_text(buf, 0, 0, 0, 0, { 'mine ' }) end, 'mine ')
+  crash(buf)
+  write_file(path, 'alpha\nbeta, theirs\n')
+  local asked
+  local confirm = vim.fn.confirm
+  vim.fn.confirm = function(msg) asked = msg; return 3 end -- "Later"
+  local ok, res = pcall(revisit, dir, path, 'ask')
+  vim.fn.confirm = confirm
+  assert(ok, res)
+  buf = res
+  check(asked and asked:find(', 1 edit)', 1, true) and asked:find('the file changed since', 1, true),
+    'the question tells the date, the edits and the change on disk', asked)
+  local doc = ds.get(buf)
+  check(type(doc.recovery) == 'table' and doc.recovery.fileMatchesBase == false, 'the offer waits', vim.inspect(doc.recovery))
+  check(ds.status(buf):find('recoverable', 1, true) ~= nil, 'status() shows it', ds.status(buf))
+  check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { 'alpha', 'beta, theirs' }), 'the buffer holds the file\'s text')
+  local list = ds.recoverable()
+  check(#list == 1 and list[1].open == true, 'listed as open', vim.inspect(list))
+  vim.cmd('DocSessionRecover')
+  check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { 'mine alpha', 'beta' }), 'the buffer holds the recovered text',
+    vim.inspect(api.nvim_buf_get_lines(buf, 0, -1, false)))
+  check(wait(function() return vim.tbl_contains(vim.b[buf].docsession_state.flags or {}, 'inConflict') end),
+    'in conflict', vim.inspect(vim.b[buf].docsession_state))
+  check(server_text(buf) == expected(buf), 'the server and the buffer agree')
+  vim.cmd('write!')
+  check(read_file(path) == 'mine alpha\nbeta\n', ':write! writes the recovered text', vim.inspect(read_file(path)))
+  check(not vim.bo[buf].modified, "'modified' off")
+end)
+
+case('unsaved changes in another running server: a warning, no offer', function()
+  local buf, path, dir = fresh('elsewhere.txt', 'one\n')
+  vim.cmd('DocSessionDetach')
+  local other = vim.lsp.rpc.start(bin, { '--stdio', '--state-dir', dir .. '/state' }, {})
+  local function req(method, params)
+    local done, e, r = false, nil, nil
+    other.request(method, params, function(err, res) done, e, r = true, err, res end)
+    assert(wait(function() return done end), method .. ' timed out')
+    assert(not e, vim.inspect(e))
+    return r
+  end
+  req('initialize', { capabilities = vim.empty_dict() })
+  other.notify('initialized', vim.empty_dict())
+  local opened = req('document/open', { uri = vim.uri_from_fname(path) })
+  local before = journal_size(dir)
+  req('document/edit', { document = opened.document, version = 1, edits = { { text = 'theirs\n' } } })
+  check(wait(function() return journal_size(dir) > before and journal_holds(dir, 'theirs\n') end, 5000),
+    'the other server journaled its edit')
+  ds.setup({ cmd = { bin, '--stdio', '--state-dir', dir .. '/state' }, timeout = 5000, recovery = 'recover' })
+  local doc = ds.attach(buf)
+  check(doc and doc.edited_elsewhere == true and doc.recovery == nil, 'editedElsewhere, no offer')
+  check(server_text(buf) == 'one\n', 'the file\'s text')
+  vim.loop.kill(other.pid, 15)
+end)
+
 local ok, err = xpcall(function()
   for _, c in ipairs(cases) do
     local before = failures

@@ -17,8 +17,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from docsession_client import (  # noqa: E402
-    Client, ConnectionClosed, Document, RpcError, apply_text_edits, default_binary,
-    make_range, offset_to_position, path_to_uri, position_to_offset,
+    NO_RECOVERY, UNKNOWN_DOCUMENT, UNSAVED_CHANGES, Client, ConnectionClosed, Document, RpcError,
+    apply_text_edits, default_binary, make_range, offset_to_position, path_to_uri,
+    position_to_offset,
 )
 
 BINARY = os.environ.get("DOCSESSION_BIN") or str(HERE.parents[2] / ".build" / "debug" / "docsession")
@@ -500,3 +501,163 @@ def test_example_watch(tmp_path: Path) -> None:
                 p.kill()
                 p.wait()
             p.stdout.close()
+
+
+# ------------------------------------------------------------------ the journal: recovery, hot exit
+
+def wait_for_journal(state: Path, holding: str, timeout: float = 10.0) -> Path:
+    """The journal in ``state``/journal that holds ``holding`` (UTF-8), once the server has written
+    it: it flushes at most flushDelay ms after a change, so this polls (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    needle = holding.encode("utf-8")
+    while True:
+        directory = state / "journal"
+        for path in sorted(directory.glob("*.journal")) if directory.is_dir() else []:
+            try:
+                if needle in path.read_bytes():
+                    return path
+            except FileNotFoundError:       # deleted meanwhile
+                pass
+        assert time.monotonic() < deadline, f"no journal in {directory} holds {holding!r}"
+        time.sleep(0.01)
+
+
+def crash(c: Client) -> None:
+    """Kill the server as a crash would: SIGKILL, so that nothing is flushed on the way out."""
+    c.process.kill()
+    c.process.wait()
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_recovery_after_a_crash(start, tmp_path: Path, encoding: str) -> None:
+    state = tmp_path / "state"
+    f = tmp_path / "r.txt"
+    write(f, "Hello, world!\nSecond line 😀\n")
+    c = start(encoding=encoding)
+    assert (c.capabilities["journal"], c.capabilities["flushDelay"], c.capabilities["hotExit"]) == (True, 200, True)
+    assert c.recoverable() == []
+    doc = c.open(f)
+    assert doc.recovery is None and doc.edited_elsewhere is False
+    doc.replace(7, 12, "there", label="Replace")
+    doc.replace(len(doc.text), len(doc.text), "Third ✓ line\n", label="Append")
+    edited = doc.text
+    assert edited == "Hello, there!\nSecond line 😀\nThird ✓ line\n"
+    wait_for_journal(state, "Third ✓ line\n")
+    crash(c)
+    assert f.read_text(encoding="utf-8") == "Hello, world!\nSecond line 😀\n"     # never saved
+
+    c2 = start(encoding=encoding)
+    (waiting,) = c2.recoverable()
+    assert (waiting["uri"], waiting["edits"], waiting["version"], waiting["open"]) == (path_to_uri(f), 2, 3, False)
+    doc2 = c2.open(f)
+    assert doc2.text == "Hello, world!\nSecond line 😀\n" and doc2.version == 1
+    assert doc2.recovery == {"date": waiting["date"], "edits": 2, "version": 3, "fileMatchesBase": True, "cut": None}
+    assert c2.recoverable()[0]["open"] is True
+    result = c2.recover(doc2)
+    assert (result["version"], result["inConflict"], result["hasUnsavedChanges"]) == (3, False, True)
+    assert doc2.text == doc2.read() == edited and doc2.version == 3
+    assert doc2.recovery is None and doc2.has_unsaved_changes is True
+    note = c2.wait_for_notification("document/stateChanged", lambda p: p["reason"] == "recovered")
+    assert note.params["version"] == 3 and note.params["state"] == []
+    assert doc2.state()["undoLabel"] == "Append"
+    # The undo history came back: undo goes back to the file's text, step by step.
+    doc2.undo()
+    assert doc2.text == doc2.read() == "Hello, there!\nSecond line 😀\n"
+    doc2.undo()
+    assert doc2.text == doc2.read() == f.read_text(encoding="utf-8")
+    assert doc2.has_unsaved_changes is False and doc2.state()["canUndo"] is False
+    # Nothing is offered any more.
+    with pytest.raises(RpcError) as e:
+        doc2.recover()
+    assert e.value.code == NO_RECOVERY and e.value.data == {"document": doc2.handle}
+    doc2.redo()
+    doc2.save()
+    assert f.read_text(encoding="utf-8") == "Hello, there!\nSecond line 😀\n"
+
+
+def test_recovery_errors_and_discard(start, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    f = tmp_path / "d.txt"
+    write(f, "file\n")
+    c = start()
+    doc = c.open(f)
+    with pytest.raises(RpcError) as e:
+        c.recover(doc)
+    assert e.value.code == NO_RECOVERY == -32025 and e.value.data == {"document": doc.handle}
+    with pytest.raises(RpcError) as e:
+        doc.discard_recovery()
+    assert e.value.code == NO_RECOVERY
+    with pytest.raises(RpcError) as e:
+        c.recover("d99")
+    assert e.value.code == UNKNOWN_DOCUMENT
+    doc.edit(None, "lost?\n")
+    wait_for_journal(state, "lost?\n")
+    crash(c)
+
+    c2 = start()
+    doc2 = c2.open(f)
+    assert doc2.recovery is not None and doc2.recovery["edits"] == 1
+    # Unsaved changes of its own: recovering would replace them.
+    doc2.edit(None, "mine\n")
+    with pytest.raises(RpcError) as e:
+        doc2.recover()
+    assert e.value.code == UNSAVED_CHANGES and e.value.data == {"document": doc2.handle, "uri": doc2.uri}
+    assert doc2.text == doc2.read() == "mine\n"
+    doc2.undo()
+    c2.discard_recovery(doc2.handle)
+    assert doc2.recovery is None
+    assert list((state / "journal").glob("*.journal")) == []
+    assert c2.recoverable() == []
+    assert doc2.text == doc2.read() == "file\n"
+    with pytest.raises(RpcError) as e:
+        doc2.discard_recovery()
+    assert e.value.code == NO_RECOVERY
+
+
+def test_recovery_in_conflict_then_merge(start, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    f = tmp_path / "m.txt"
+    write(f, "Hello, world!\nSecond line\n")
+    c = start()
+    doc = c.open(f)
+    doc.replace(0, 5, "Goodbye")
+    wait_for_journal(state, "Goodbye")
+    crash(c)
+    write(f, "Hello, world!\nSecond line, theirs\n")      # another program, after the crash
+
+    c2 = start()
+    doc2 = c2.open(f)
+    assert doc2.recovery["fileMatchesBase"] is False
+    result = doc2.recover()
+    assert result["inConflict"] is True
+    assert doc2.text == doc2.read() == "Goodbye, world!\nSecond line\n"
+    assert "inConflict" in doc2.flags
+    merged = doc2.resolve_conflict("merge")
+    assert merged["resolved"] is True
+    assert doc2.text == doc2.read() == "Goodbye, world!\nSecond line, theirs\n"
+    doc2.save()
+    assert f.read_text() == "Goodbye, world!\nSecond line, theirs\n"
+
+
+def test_hot_exit_keeps_the_journals_unless_told_not_to(start, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    f = tmp_path / "h.txt"
+    write(f, "saved\n")
+    c = start()
+    c.open(f).edit(None, "kept by hot exit\n")
+    assert c.shutdown() == 0                                 # flushed before shutdown answers
+    wait_for_journal(state, "kept by hot exit\n", timeout=0)
+
+    c2 = Client(["--state-dir", str(state)], binary=BINARY)
+    try:
+        c2.initialize(flush_delay=0, hot_exit=False)
+        assert (c2.capabilities["flushDelay"], c2.capabilities["hotExit"]) == (0, False)
+        doc = c2.open(f)
+        doc.recover()
+        assert doc.text == "kept by hot exit\n"
+        doc.edit(None, "dropped at shutdown\n")
+        wait_for_journal(state, "dropped at shutdown\n")
+    finally:
+        assert c2.close() == 0
+    assert list((state / "journal").glob("*.journal")) == []
+    assert f.read_text() == "saved\n"

@@ -7,6 +7,10 @@ local config = {
   cmd = { 'docsession', '--stdio' },
   timeout = 10000, -- ms for the requests Neovim waits on (initialize, open, save, close, shutdown)
   log_file = nil, -- a path: every message sent and received is appended to it
+  -- What to do when a file is attached whose unsaved changes a server that ended left (the
+  -- `recovery` of document/open): 'ask', 'recover', 'discard' or 'ignore' (the offer waits:
+  -- :DocSessionRecover, :DocSessionDiscardRecovery).
+  recovery = 'ask',
 }
 
 local client = nil -- { rpc = ..., capabilities = ... }
@@ -219,6 +223,7 @@ end
 -- answered. Edits made meanwhile are coalesced into the next request.
 
 local pump
+local offer_recovery -- defined with the recovery functions below
 
 local function enqueue(doc, op)
   local last = doc.queue[#doc.queue]
@@ -434,6 +439,22 @@ local function apply_remote_edits(doc, edits, version)
   doc.version = version
 end
 
+-- Make the buffer hold text (from the server) whole; 'eol' follows the text's final line break.
+local function take_text(doc, text)
+  local buf = doc.buf
+  if text ~= '' then
+    doc.eol = text:sub(-#doc.nl) == doc.nl
+    vim.bo[buf].eol = doc.eol
+    if not doc.eol then vim.bo[buf].fixeol = false end
+  end
+  local body = (doc.eol and text ~= '') and text:sub(1, -#doc.nl - 1) or text
+  doc.applying = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(body, doc.nl, { plain = true }))
+  doc.applying = false
+  doc.lc = api.nvim_buf_line_count(buf)
+  doc.shadow = text
+end
+
 local handlers = {}
 
 handlers['document/stateChanged'] = function(doc, p)
@@ -545,6 +566,123 @@ local function on_write(buf)
   print(('"%s" written through docsession, version %d, %d bytes'):format(doc.path, res.version, res.size or -1))
 end
 
+-- Recovery of a dead server's unsaved changes ----------------------------------------------------
+
+local function describe_recovery(doc, r)
+  local date = r.date
+  local y, mo, d, h, mi, sec = tostring(r.date):match('^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)')
+  if y then
+    -- UTC to local time: os.time reads the fields as local time, so add the offset back.
+    local t = os.time({ year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
+      min = tonumber(mi), sec = tonumber(sec) })
+    local offset = os.time(os.date('*t', t)) - os.time(os.date('!*t', t))
+    date = os.date('%Y-%m-%d %H:%M:%S', t + offset)
+  end
+  local s = ('%s has unsaved changes of an earlier session (%s, %d edit%s)'):format(
+    vim.fn.fnamemodify(doc.path, ':t'), date, r.edits, r.edits == 1 and '' or 's')
+  if r.fileMatchesBase ~= true then
+    s = s .. '; the file changed since: recovering gives a conflict to resolve'
+  end
+  if type(r.cut) == 'table' then
+    s = s .. ("; the journal's last %d bytes were %s and are lost"):format(r.cut.bytes, r.cut.reason)
+  end
+  return s
+end
+
+local function bufnr(buf) return (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf end
+
+-- Take back the unsaved changes an earlier server left for the buffer's file (document/recover):
+-- the buffer takes the recovered text. Returns the result, or nil and the error.
+function M.recover(buf)
+  buf = bufnr(buf)
+  local doc = docs[buf]
+  if not doc then return nil, { code = -1, message = 'the buffer is not attached' } end
+  flush(doc)
+  local err, res = run_sync(doc, 'document/recover', { document = doc.handle })
+  if err then
+    if err.code == -32025 then doc.recovery = nil end
+    warn(('recovering failed: %s%s'):format(err.message, err.code == -32023
+      and ' (save or undo the buffer\'s changes first, or :DocSessionDiscardRecovery)' or ''), vim.log.levels.ERROR)
+    return nil, err
+  end
+  doc.recovery = nil
+  local target = doc.shadow
+  for _, e in ipairs(res.edits) do
+    target = target and apply_edit(target, e)
+  end
+  if target then
+    apply_remote_edits(doc, res.edits, res.version)
+    -- The recovered text may end otherwise than the file did: the buffer's 'eol' follows it.
+    if model_text(doc) ~= doc.shadow then take_text(doc, doc.shadow) end
+  else
+    -- The edits do not fit the text the buffer has: take the server's.
+    local rerr, read = run_sync(doc, 'document/read', { document = doc.handle })
+    if rerr then
+      warn('reading the recovered text failed: ' .. rerr.message, vim.log.levels.ERROR)
+      return nil, rerr
+    end
+    take_text(doc, read.text)
+  end
+  doc.version = res.version
+  vim.bo[buf].modified = res.hasUnsavedChanges == true
+  -- The statusline first: a redraw after a message may wait for the message to be seen.
+  pcall(vim.cmd, 'redrawstatus')
+  if res.inConflict then
+    warn('recovered; the file changed since: the document is in conflict (:w! overwrites the file)')
+  else
+    print('docsession: recovered the unsaved changes')
+  end
+  return res
+end
+
+-- Delete the unsaved changes an earlier server left for the buffer's file (document/discardRecovery).
+function M.discard_recovery(buf)
+  buf = bufnr(buf)
+  local doc = docs[buf]
+  if not doc then return nil, { code = -1, message = 'the buffer is not attached' } end
+  local err = run_sync(doc, 'document/discardRecovery', { document = doc.handle })
+  if err then
+    if err.code == -32025 then doc.recovery = nil end
+    warn('discarding failed: ' .. err.message, vim.log.levels.ERROR)
+    return nil, err
+  end
+  doc.recovery = nil
+  pcall(vim.cmd, 'redrawstatus')
+  print('docsession: discarded the unsaved changes of the earlier session')
+  return true
+end
+
+offer_recovery = function(doc, pushed)
+  local description = describe_recovery(doc, doc.recovery)
+  if pushed then
+    -- Recovering would replace the buffer's own changes (the server refuses it): the offer waits.
+    warn(description .. '; the buffer has changes of its own: save or undo them, then :DocSessionRecover, or :DocSessionDiscardRecovery')
+    return
+  end
+  local action = config.recovery
+  if action == 'ask' then
+    local ok, choice = pcall(vim.fn.confirm, description .. '.', '&Recover\n&Discard\n&Later', 3, 'Question')
+    action = ok and ({ 'recover', 'discard' })[choice] or 'ignore'
+  end
+  if action == 'recover' then
+    M.recover(doc.buf)
+  elseif action == 'discard' then
+    M.discard_recovery(doc.buf)
+  else
+    warn(description .. '; :DocSessionRecover takes them back, :DocSessionDiscardRecovery deletes them',
+      vim.log.levels.INFO)
+  end
+end
+
+-- The unsaved changes of earlier servers that can be recovered (workspace/recoverable), newest
+-- first: { uri, date, edits, version, open }. Returns the list, or nil and the error.
+function M.recoverable()
+  ensure_client()
+  local err, res = wait_for('workspace/recoverable', nil)
+  if err then return nil, err end
+  return res.journals
+end
+
 function M.attach(buf)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
   if docs[buf] then return docs[buf] end
@@ -585,8 +723,10 @@ function M.attach(buf)
   docs[buf], by_handle[doc.handle] = doc, buf
   local current = model_text(doc)
   doc.shadow = text
+  local pushed = false
   if current ~= text then
     if vim.bo[buf].modified then
+      pushed = true
       -- The buffer has changes Neovim made before the attach: they go to the server.
       local e = diff_edit(text, current)
       doc.shadow = current
@@ -620,6 +760,15 @@ function M.attach(buf)
   api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = buf, callback = function() on_write(buf) end })
   api.nvim_create_autocmd({ 'BufUnload', 'BufWipeout' }, { group = group, buffer = buf,
     callback = function() M.detach(buf) end })
+  if info.editedElsewhere then
+    doc.edited_elsewhere = true
+    warn(('%s has unsaved changes in another docsession server that is running; changes made here and there will conflict')
+      :format(vim.fn.fnamemodify(path, ':t')))
+  end
+  if type(info.recovery) == 'table' then
+    doc.recovery = info.recovery
+    offer_recovery(doc, pushed)
+  end
   return doc
 end
 
@@ -663,6 +812,7 @@ function M.status(buf)
   local st = doc.state or {}
   local parts = { 'ds:' .. doc.handle .. ' v' .. tostring(doc.version) }
   if st.hasUnsavedChanges then table.insert(parts, '+') end
+  if doc.recovery then table.insert(parts, 'recoverable') end
   for _, f in ipairs(st.flags or {}) do table.insert(parts, f) end
   return '[' .. table.concat(parts, ' ') .. ']'
 end
@@ -715,6 +865,8 @@ end
 
 -- A request outside any document's queue, waited on (for tests and scripts).
 function M.request(method, params) ensure_client(); return wait_for(method, params) end
+
+M._server_pid = function() return client and client.rpc.pid end
 
 M._text = { offset = offset, position = position, diff_edit = diff_edit, model_text = model_text }
 

@@ -1,0 +1,86 @@
+import DocumentSession
+import FileStore
+import JSON
+import JSONRPC
+import TextBuffer
+
+// The requests about the journal of unsaved changes: recovering a dead server's unsaved work
+// (Server+Journal.swift).
+
+/// `document/recover` → ``RecoverResult``.
+struct RecoverRequest: RequestType {
+    static let method = "document/recover"
+    typealias Result = RecoverResult
+    var handle: String
+
+    init(params: Params) throws(ResponseError) {
+        handle = try params.string("document")
+    }
+}
+
+/// The version the document now has, the edits from the text before, and whether it came back in
+/// conflict (the file changed since the journal's base).
+struct RecoverResult: RequestResult {
+    var version: Int64
+    var edits: [TextEdit]
+    var inConflict: Bool
+    var hasUnsavedChanges: Bool
+
+    var json: JSONValue {
+        [
+            "version": .integer(version), "edits": .array(edits.map(Server.json)), "inConflict": .bool(inConflict),
+            "hasUnsavedChanges": .bool(hasUnsavedChanges),
+        ]
+    }
+}
+
+/// `document/discardRecovery` → `null`.
+struct DiscardRecoveryRequest: RequestType {
+    static let method = "document/discardRecovery"
+    typealias Result = NullResult
+    var handle: String
+
+    init(params: Params) throws(ResponseError) {
+        handle = try params.string("document")
+    }
+}
+
+/// `workspace/recoverable` → ``RecoverableResult``: takes no params.
+struct RecoverableRequest: RequestType {
+    static let method = "workspace/recoverable"
+    typealias Result = RecoverableResult
+
+    init(params: Params) {}
+
+    static func decode(_ request: Request) throws(ResponseError) -> RecoverableRequest {
+        try Params.expectNone(request.params, method: method)
+        return RecoverableRequest(params: Params(object: [:], path: "params"))
+    }
+}
+
+/// Every journal waiting: `{journals: [{uri, date, edits, version, open}]}`, newest first.
+struct RecoverableResult: RequestResult {
+    var journals: [RecoverableJournal]
+
+    var json: JSONValue {
+        ["journals": .array(journals.map { journal in
+            [
+                "uri": .string(FileURI.uri(from: journal.path)), "date": .string(Timestamp.iso8601(nanoseconds: journal.date)),
+                "edits": .integer(Int64(journal.edits)), "version": .integer(journal.version), "open": .bool(journal.open),
+            ]
+        })]
+    }
+}
+
+extension Server {
+    /// The `recovery` member of a document's info: a dead server's journal waiting.
+    static func json(_ offer: RecoveryOffer) -> JSONValue {
+        [
+            "date": .string(Timestamp.iso8601(nanoseconds: offer.date)), "edits": .integer(Int64(offer.edits)),
+            "version": .integer(offer.version), "fileMatchesBase": .bool(offer.fileMatchesBase),
+            "cut": offer.cut.map { cut in
+                ["offset": .integer(Int64(cut.offset)), "bytes": .integer(Int64(cut.bytes)), "reason": .string(cut.reason)]
+            } ?? .null,
+        ]
+    }
+}

@@ -1,0 +1,33 @@
+import DocumentSession
+import JSON
+import JSONRPC
+
+extension Server {
+    /// `document/recover`: brings back a dead server's unsaved text of the document, with its
+    /// version and undo history; in conflict when the file changed since (see
+    /// ``DocumentStore/recover(_:encoding:)``).
+    func recover(_ params: RecoverRequest) async throws(ResponseError) -> RecoverResult {
+        do throws(DocumentError) {
+            let (version, edits, inConflict) = try await store.recover(params.handle, encoding: positionEncoding)
+            let unsaved = (try? await store.document(params.handle).hasUnsavedChanges) ?? true
+            return RecoverResult(version: version, edits: edits, inConflict: inConflict, hasUnsavedChanges: unsaved)
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+    }
+
+    /// `document/discardRecovery`: deletes the dead server's journal offered for the document.
+    func discardRecovery(_ params: DiscardRecoveryRequest) async throws(ResponseError) -> NullResult {
+        do throws(DocumentError) {
+            try await store.discardRecovery(params.handle)
+            return NullResult()
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+    }
+
+    /// `workspace/recoverable`: every journal waiting to be recovered.
+    func recoverable(_ params: RecoverableRequest) async -> RecoverableResult {
+        RecoverableResult(journals: await store.recoverable())
+    }
+}
