@@ -29,9 +29,9 @@ final class ServerSession {
     var nextID: Int64 = 1
     var notifications = 0
 
-    init(server: String, stateDirectory: String) throws {
+    init(server: String, stateDirectory: String, arguments: [String] = []) throws {
         process.executableURL = URL(fileURLWithPath: server)
-        process.arguments = ["serve", "--state-dir", stateDirectory]
+        process.arguments = ["serve", "--state-dir", stateDirectory] + arguments
         process.standardInput = input
         process.standardOutput = output
         process.standardError = FileHandle.standardError

@@ -30,6 +30,8 @@
 //         [--window N]      requests in flight when pipelined (default 64)
 //         [--block N]       edits between the floor's turns (default 2000)
 //         [--server PATH]   the docsession binary (default: the root package's .build/release/docsession)
+//         [--server-arg A]  an argument for `serve` (repeatable), e.g. `--no-journal` to measure without the journal
+//         [--label TEXT]    appended to the table's figures, e.g. `journal off`
 //         [--dir PATH]      where to make the working directory (default /var/tmp)
 //         [--only MODE]     `sync` or `pipelined`: ours alone, no floor (for perf or callgrind on the server)
 //         [--placement P]   `same` (the default): this client, the server and the floor's two processes
@@ -58,6 +60,10 @@ let editLimit = options.option("--edits").flatMap { Int($0) }
 let window = max(1, Int(options.option("--window") ?? "64") ?? 64)
 let block = max(1, Int(options.option("--block") ?? "2000") ?? 2000)
 let givenServer = options.option("--server")
+var serverArguments: [String] = []
+while let argument = options.option("--server-arg") { serverArguments.append(argument) }
+/// Appended to the table's figures (` (LABEL)`), to tell runs of one binary with other arguments apart.
+let label = options.option("--label").map { " (\($0))" } ?? ""
 let parent = options.option("--dir") ?? "/var/tmp"
 let only = options.option("--only")
 let placement = options.option("--placement") ?? "same"
@@ -85,7 +91,7 @@ mkdir(stateDirectory, 0o700)
 
 let server = releaseServerPath(given: givenServer)
 let session: ServerSession
-do { session = try ServerSession(server: server, stateDirectory: stateDirectory) } catch { fatalError("cannot start \(server): \(error)") }
+do { session = try ServerSession(server: server, stateDirectory: stateDirectory, arguments: serverArguments) } catch { fatalError("cannot start \(server): \(error)") }
 
 /// Pins this client and `child` (the server, or the floor's child) as `--placement` says.
 func place(child: Int32) {
@@ -325,7 +331,7 @@ for result in results {
     if !result.ratioSync.isEmpty {
         let m = median(result.ratioSync)
         print("  figure 2: ours / floor, synchronous   " + spread(result.ratioSync, "%.3f") + " (goal >= 0.3): " + (m >= 0.3 ? "met" : "MISSED"))
-        tableRow("synchronous edits / C pipe ping-pong, \(result.name), \(placement) processor(s)", result.ratioSync, goal: ">= 0.3")
+        tableRow("synchronous edits / C pipe ping-pong, \(result.name), \(placement) processor(s)\(label)", result.ratioSync, goal: label.isEmpty ? ">= 0.3" : "-")
     }
     if !result.oursPipelined.isEmpty {
         print("  ours pipelined   " + spread(result.oursPipelined, "%.0f") + " edits/s, " + spread(result.oursPipelined.map { 1e6 / $0 }, "%.2f") + " µs/edit")
@@ -335,6 +341,6 @@ for result in results {
     }
     if !result.ratioPipelined.isEmpty {
         print("  ours / floor, pipelined (window \(window))   " + spread(result.ratioPipelined, "%.3f"))
-        tableRow("pipelined edits / C pipe ping-pong, \(result.name), \(placement) processor(s)", result.ratioPipelined, goal: "-")
+        tableRow("pipelined edits / C pipe ping-pong, \(result.name), \(placement) processor(s)\(label)", result.ratioPipelined, goal: "-")
     }
 }
