@@ -57,6 +57,9 @@ struct JournalScan: Sendable {
     var offer: RecoveryOffer?
     /// Journals of the file that live servers hold.
     var heldElsewhere: Int
+    /// The file's old content put back from the backup of an in-place save killed while writing
+    /// it (`SafeSave.restoreInterruptedSave`), done before the file was read.
+    var restoredSave: SafeSave.RestoredSave? = nil
 }
 
 /// A journal waiting to be recovered (`workspace/recoverable`).
@@ -135,6 +138,7 @@ extension DocumentStore {
         if journals.removeValue(forKey: handle) != nil { journal?.submit(.drop(handle: handle)) }
         recoveries[handle] = nil
         heldElsewhere[handle] = nil
+        restoredSaves[handle] = nil
         journalFailures.remove(handle)
         journalRetry[handle] = nil
     }
@@ -244,6 +248,10 @@ extension DocumentStore {
             cut: journal.cut, claimed: claimed, journal: journal)
         return JournalScan(offer: offer, heldElsewhere: held)
     }
+
+    /// Whether the open that loaded the document put its file's old content back from the backup of
+    /// an interrupted in-place save (until the document is closed).
+    public func restoredSave(_ handle: String) -> SafeSave.RestoredSave? { restoredSaves[handle] }
 
     /// The recovery waiting for the document, if any.
     public func recoveryOffer(_ handle: String) -> RecoveryOffer? { recoveries[handle] }

@@ -53,6 +53,8 @@ public actor DocumentStore {
     var recoveries: [String: RecoveryOffer] = [:]
     var heldElsewhere: [String: Int] = [:]
     var journalFailures: Set<String> = []
+    /// The documents whose file an open put back from the backup of an interrupted in-place save.
+    var restoredSaves: [String: SafeSave.RestoredSave] = [:]
     /// When a document whose journal failed may try a new one.
     var journalRetry: [String: ContinuousClock.Instant] = [:]
     /// The change an edit, undo or redo hands to `modify` for the journal.
@@ -187,13 +189,18 @@ public actor DocumentStore {
             let isCancelled: @Sendable () -> Bool = { waiters.allCancelled }
             let journalDirectory = journalDirectory
             let writer = journal
-            let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText, JournalScan?), DocumentError> in
+            let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText, JournalScan), DocumentError> in
                 // Temp files a killed save left beside the file (beside a symlink's target, where
-                // saves write) go first.
+                // saves write) go first; then the old content of an in-place save killed while
+                // writing the file is put back from its backup.
                 SafeSave.sweepStaleTempFiles(nextTo: (try? SafeSave.resolveSymlinks(path)) ?? path)
+                let restored = SafeSave.restoreInterruptedSave(of: path)
                 return Self.loadText(path: path, encoding: encoding, progress: progress, isCancelled: isCancelled).map { buffer, loaded in
                     // Dead servers' journals of the file, compared with what it holds now.
-                    (buffer, loaded, journalDirectory.map { Self.scanJournals($0, path: path, disk: buffer, isOwn: { writer?.owns($0) ?? false }) })
+                    var scan = journalDirectory.map { Self.scanJournals($0, path: path, disk: buffer, isOwn: { writer?.owns($0) ?? false }) }
+                        ?? JournalScan(offer: nil, heldElsewhere: 0)
+                    scan.restoredSave = restored
+                    return (buffer, loaded, scan)
                 }
             } }
             task = Task { () -> Result<String, DocumentError> in
@@ -218,7 +225,7 @@ public actor DocumentStore {
         }
     }
 
-    private func finishLoad(path: String, _ result: Result<(TextBuffer, LoadedText, JournalScan?), DocumentError>) -> Result<String, DocumentError> {
+    private func finishLoad(path: String, _ result: Result<(TextBuffer, LoadedText, JournalScan), DocumentError>) -> Result<String, DocumentError> {
         loads[path] = nil
         switch result {
         case .failure(let error):
@@ -233,10 +240,9 @@ public actor DocumentStore {
                 encoding: loaded.encoding, hasByteOrderMark: loaded.hasByteOrderMark,
                 lineEnding: loaded.lineEnding, identity: loaded.identity, syncedText: buffer)
             install(document)
-            if let scan {
-                recoveries[document.handle] = scan.offer
-                if scan.heldElsewhere > 0 { heldElsewhere[document.handle] = scan.heldElsewhere }
-            }
+            recoveries[document.handle] = scan.offer
+            if scan.heldElsewhere > 0 { heldElsewhere[document.handle] = scan.heldElsewhere }
+            restoredSaves[document.handle] = scan.restoredSave
             hashInBackground(document.handle, buffer: buffer, encoding: loaded.encoding, byteOrderMark: loaded.hasByteOrderMark, identity: loaded.identity)
             return .success(document.handle)
         }

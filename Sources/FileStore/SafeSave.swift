@@ -349,7 +349,7 @@ public enum SafeSave {
         let fileFD = file.rawValue
         // The backup: a byte copy of the file as it is (closed after the defer below unlinks it).
         var backupName = ""
-        let backup = try createBackupFile(directoryFD, directory: directory, name: &backupName)
+        let backup = try createBackupFile(directoryFD, directory: directory, inode: UInt64(existing.st_ino), name: &backupName)
         let backupFD = backup.rawValue
         let backupPath = directory == "/" ? "/" + backupName : directory + "/" + backupName
         var keepBackup = false
@@ -387,6 +387,58 @@ public enum SafeSave {
             throw .fileSystem(FileSystemError(error, path: target))
         }
         return Outcome(path: target, identity: FileIdentity(status), size: sink.count, durable: true, method: .inPlace)
+    }
+
+    /// What ``restoreInterruptedSave(of:)`` did: the backup it restored (now deleted), when that
+    /// backup was written (nanoseconds since 1970), and the bytes put back.
+    public struct RestoredSave: Sendable, Equatable {
+        public var backup: String
+        public var date: Int64
+        public var size: Int
+    }
+
+    /// Puts back the content an in-place save killed in the middle of writing left in its backup
+    /// (`.docsession-backup-<inode>-<random>` beside the file, flushed before the file was touched):
+    /// the file, part new and part old, gets the old bytes again, in place (its inode, links and
+    /// owner stay), flushed, and the backup goes. A backup whose lock is held belongs to a save
+    /// still running (in this process or another) and is left alone. The text that save was writing
+    /// is the journal's to bring back (its base is the restored text). Blocks: run it on the
+    /// opening thread, before the file is read. nil when there was nothing to restore (or it could
+    /// not be: the backup then stays for the next open).
+    public static func restoreInterruptedSave(of path: String) -> RestoredSave? {
+        let target = (try? resolveSymlinks(path)) ?? path
+        guard let status = try? fileStatus(target), status.st_mode & S_IFMT == S_IFREG else { return nil }
+        let (directory, _) = split(target)
+        let prefix = backupPrefix + String(UInt64(status.st_ino), radix: 16) + "-"
+        guard let stream = opendir(directory) else { return nil }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = String(cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
+                .assumingMemoryBound(to: CChar.self))
+            if name.hasPrefix(prefix) { names.append(name) }
+        }
+        closedir(stream)
+        for name in names.sorted() {
+            let backupPath = directory == "/" ? "/" + name : directory + "/" + name
+            guard let backup = try? Descriptor.open(backupPath, .readOnly, options: [.noFollow]),
+                  (try? backup.tryLockExclusive(path: backupPath)) == true
+            else { continue }
+            var backupStatus = stat()
+            guard fstat(backup.rawValue, &backupStatus) == 0, backupStatus.st_mode & S_IFMT == S_IFREG,
+                  let file = try? Descriptor.open(target, .writeOnly, options: [.noFollow])
+            else { continue }
+            do {
+                try copyBytes(from: backup.rawValue, to: file.rawValue, fromPath: backupPath, toPath: target)
+                try file.sync(path: target)
+            } catch {
+                continue
+            }
+            try? removeFile(backupPath)
+            try? flushDirectory(at: directory)
+            let date = Int64(backupStatus.st_mtim.tv_sec) * 1_000_000_000 + Int64(backupStatus.st_mtim.tv_nsec)
+            return RestoredSave(backup: name, date: date, size: Int(backupStatus.st_size))
+        }
+        return nil
     }
 
     /// Copies all of `from` (from its start) over `to` (from its start, truncated to the length).
@@ -476,14 +528,18 @@ public enum SafeSave {
 
     /// The backup of an in-place write: an exclusive, private (0600) new file with a random name
     /// after ``backupPrefix`` in the directory (`name` is set to it).
-    private static func createBackupFile(_ directoryFD: Int32, directory: String, name chosen: inout String) throws(SaveError) -> Descriptor {
+    private static func createBackupFile(_ directoryFD: Int32, directory: String, inode: UInt64, name chosen: inout String) throws(SaveError) -> Descriptor {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<16 {
-            let name = backupPrefix + String(generator.next() as UInt64, radix: 16)
+            // Named after the file's inode (which an in-place save keeps), so that the next open of
+            // the file finds it (``restoreInterruptedSave(of:)``), and locked while the save runs,
+            // so that nobody takes a live save's backup for a dead one's.
+            let name = backupPrefix + String(inode, radix: 16) + "-" + String(generator.next() as UInt64, radix: 16)
             do {
                 let file = try Descriptor.open(
                     name, .readWrite, options: [.create, .exclusiveCreate, .noFollow], permissions: [.ownerReadWrite],
                     relativeTo: FileDescriptor(rawValue: directoryFD))
+                _ = try? file.tryLockExclusive(path: name)
                 chosen = name
                 return file
             } catch {

@@ -178,6 +178,8 @@ struct DocumentInfo: RequestResult {
     var recovery: RecoveryOffer? = nil
     /// Whether a live server holds a journal of the file: it has unsaved changes to it.
     var editedElsewhere = false
+    /// The file's content put back from the backup of an interrupted in-place save by the open.
+    var restoredSave: SafeSave.RestoredSave? = nil
 
     init(_ document: Document, includeText: Bool) {
         handle = document.handle
@@ -213,6 +215,11 @@ struct DocumentInfo: RequestResult {
         if readOnly { info["readOnly"] = true }
         if let recovery { info["recovery"] = Server.json(recovery) }
         if editedElsewhere { info["editedElsewhere"] = true }
+        if let restoredSave {
+            info["restoredFromBackup"] = [
+                "date": .string(Timestamp.iso8601(nanoseconds: restoredSave.date)), "size": .integer(Int64(restoredSave.size)),
+            ]
+        }
         return .object(info)
     }
 }

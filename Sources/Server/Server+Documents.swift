@@ -27,6 +27,7 @@ extension Server {
                 var info = DocumentInfo(document, includeText: includeText)
                 info.recovery = await store.recoveryOffer(document.handle)
                 info.editedElsewhere = await store.journalsHeldElsewhere(document.handle) > 0
+                info.restoredSave = await store.restoredSave(document.handle)
                 return .success(info)
             } catch {
                 return .failure(Self.responseError(error, id: context.id, field: "params.uri", encodingWasNamed: encoding != nil))

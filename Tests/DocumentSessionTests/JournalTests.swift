@@ -185,4 +185,60 @@ struct JournalTests {
         #expect(try journals(state).isEmpty)
         #expect(await store.recoverable().isEmpty)
     }
+
+    @Test("an in-place save killed while writing the file: the next open puts the old content back from the backup, says so, and the journal brings back what was being saved; a live save's backup is left alone")
+    func interruptedInPlaceSave() async throws {
+        let files = try TemporaryDirectory()
+        let state = try TemporaryDirectory()
+        let path = try files.write("linked.txt", "old text\n")
+        var status = stat()
+        #expect(stat(path, &status) == 0)
+        let inode = String(UInt64(status.st_ino), radix: 16)
+        do {
+            let store = try await journaledStore(state, file: path)
+            let handle = try await store.open(path: path, encoding: nil).handle
+            _ = try await store.edit(handle, version: 1, edits: [replace(TextRange(0, 0, 0, 3), with: "new")], encoding: .utf16, label: nil, merge: false)
+            await store.abandonJournals()
+        }
+        // What a save killed in the middle of writing leaves: the flushed backup (named after the
+        // inode) and a file part new, part old.
+        let backup = try files.write(".docsession-backup-\(inode)-1f2e3d", "old text\n")
+        // Written in place (the same inode), as an in-place save writes.
+        let descriptor = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
+        #expect(descriptor >= 0 && write(descriptor, "new t", 5) == 5)
+        close(descriptor)
+        #expect(stat(path, &status) == 0 && String(UInt64(status.st_ino), radix: 16) == inode)
+        // Another file's backup, and a live save's (its lock held), are not this one's to restore.
+        let other = try files.write(".docsession-backup-\(String(UInt64(status.st_ino) + 1, radix: 16))-aa", "other")
+
+        let store = try await journaledStore(state, file: path)
+        let opened = try await store.open(path: path, encoding: nil)
+        let restored = try #require(await store.restoredSave(opened.handle))
+        #expect(restored.size == 9 && restored.backup.hasPrefix(".docsession-backup-\(inode)-"))
+        #expect(opened.buffer.text == "old text\n")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "old text\n")
+        #expect(!FileManager.default.fileExists(atPath: backup))
+        #expect(FileManager.default.fileExists(atPath: other))
+        let offer = try #require(await store.recoveryOffer(opened.handle))
+        #expect(offer.fileMatchesBase)
+        _ = try await store.recover(opened.handle, encoding: .utf16)
+        #expect(try await store.document(opened.handle).buffer.text == "new text\n")
+    }
+
+    @Test("the backup of a save still running (its lock held) is not restored")
+    func liveBackupIsLeftAlone() async throws {
+        let files = try TemporaryDirectory()
+        let path = try files.write("busy.txt", "half written")
+        var status = stat()
+        #expect(stat(path, &status) == 0)
+        let backup = try files.write(".docsession-backup-\(String(UInt64(status.st_ino), radix: 16))-77", "whole old text")
+        let held = open(backup, O_RDONLY | O_CLOEXEC)
+        defer { close(held) }
+        #expect(flock(held, LOCK_EX | LOCK_NB) == 0)
+        let store = DocumentStore(watchFiles: false)
+        let opened = try await store.open(path: path, encoding: nil)
+        #expect(await store.restoredSave(opened.handle) == nil)
+        #expect(opened.buffer.text == "half written")
+        #expect(FileManager.default.fileExists(atPath: backup))
+    }
 }

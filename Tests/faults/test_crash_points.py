@@ -105,19 +105,26 @@ def test_temp_file_beside_a_symlinks_target_is_swept_when_the_link_is_opened(san
     assert leftovers(sandbox.docs / "files") == [] and leftovers(sandbox.docs / "links") == []
 
 
-def test_sigkill_during_an_in_place_write_leaves_a_whole_backup(sandbox):
+def test_sigkill_during_an_in_place_write_leaves_a_whole_backup_and_the_next_open_restores_it(sandbox):
     # In place (two hard links) there is no rename: a kill in the middle of writing the file leaves
-    # it part new, part old; what makes that recoverable is the flushed backup beside it, which no
-    # sweep removes. Save thread: pwrite64 #1-#3 are the backup copy, pwritev #1-#3 the new text.
+    # it part new, part old; what makes that recoverable is the flushed backup beside it (named
+    # after the file's inode), which no sweep removes and the next open puts back (issue 17.4).
+    # Save thread: pwrite64 #1-#3 are the backup copy, pwritev #1-#3 the new text.
     path = write_file(sandbox.docs / "doc.txt", OLD)
     os.link(path, sandbox.docs / "second-name.txt")
+    inode = os.stat(path).st_ino
     server = sandbox.start()
     kill_during_save(sandbox, server, server.open_and_edit(path, NEW), "pwritev:signal=SIGKILL:when=2")
     backups = leftovers(sandbox.docs)
-    assert len(backups) == 1 and backups[0].startswith(BACKUP_PREFIX), backups
+    assert len(backups) == 1 and backups[0].startswith(f"{BACKUP_PREFIX}{inode:x}-"), backups
     backup = sandbox.docs / backups[0]
     assert sha(backup.read_bytes()) == sha(OLD.encode())
     data = path.read_bytes()
     assert data.startswith(NEW.encode()[: 900_000]), "the first piece of the new text is not in the file"
-    sandbox.start().open(sandbox.docs / "second-name.txt")
-    assert sha(backup.read_bytes()) == sha(OLD.encode())
+    # The next open (through the other name: the same inode) puts the old content back, in place,
+    # says so, and the backup goes.
+    info = sandbox.start().open(sandbox.docs / "second-name.txt")
+    assert info.get("restoredFromBackup", {}).get("size") == len(OLD.encode()), info
+    assert sha(path.read_bytes()) == sha(OLD.encode())
+    assert os.stat(path).st_ino == inode and os.stat(path).st_nlink == 2
+    assert leftovers(sandbox.docs) == []

@@ -192,6 +192,10 @@ def test_in_place_write_that_cannot_be_undone_keeps_the_backup_and_names_it(sand
     backup = sandbox.docs / backups[0]
     assert backup.read_text() == BIG_OLD
     assert str(backup) in detail["message"], detail
-    # The sweep of the next open leaves a backup alone: it may hold the only whole copy.
-    sandbox.start().open(sandbox.docs / "second-name.txt")
-    assert backup.read_text() == BIG_OLD
+    # The sweep of the next open leaves a backup alone: it may hold the only whole copy; the open
+    # puts that copy back into the file, in place, says so, and only then lets the backup go.
+    inode = os.stat(path).st_ino
+    info = sandbox.start().open(sandbox.docs / "second-name.txt")
+    assert info.get("restoredFromBackup", {}).get("size") == len(BIG_OLD.encode()), info
+    assert path.read_text() == BIG_OLD and os.stat(path).st_ino == inode
+    assert leftovers(sandbox.docs) == []
