@@ -18,12 +18,16 @@ fuzz:
 fuzz-smoke:
 	Fuzz/run.sh 60
 
-# The long kill soak of the safe save (CI runs 10 rounds of 5 MB): SOAK_ROUNDS saves of a
-# SOAK_MB document, each killed at a random moment while readers check every read is whole.
+# The long kill soaks. The safe save's (CI runs 10 rounds of 5 MB): SOAK_ROUNDS saves of a
+# SOAK_MB document, each killed at a random moment while readers check every read is whole. The
+# journal's (CI runs 50 trials): JOURNAL_TRIALS trace replays, each killed at a random moment, every
+# edit acknowledged flushDelay + 50 ms before the kill recovered.
 soak:
 	scripts/bootstrap --tests && swift build
 	DOCSESSION_SOAK_ROUNDS=$(or $(SOAK_ROUNDS),500) DOCSESSION_SOAK_MB=$(or $(SOAK_MB),20) \
 	  DOCSESSION_BIN="$$(swift build --show-bin-path)/docsession" python3 -m pytest -q -s Tests/faults/test_kill_soak.py
+	DOCSESSION_JOURNAL_TRIALS=$(or $(JOURNAL_TRIALS),1000) \
+	  DOCSESSION_BIN="$$(swift build --show-bin-path)/docsession" python3 -m pytest -q -s Tests/faults/test_journal.py -k "sigkill_at_random_moments"
 
 # The load soak (Tests/soak/README.md): 10,000 open documents of 10 KB, 8 pipelined writers for
 # SOAK_LOAD_SECONDS (600) with autosave on, another program rewriting files; every text and file
