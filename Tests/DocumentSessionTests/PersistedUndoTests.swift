@@ -81,6 +81,35 @@ struct PersistedUndoTests {
         #expect(!opened.history.canRedo)
     }
 
+    @Test("a file changed by another program while open is reloaded as a step: the history survives it, and is kept for the new bytes")
+    func changeWhileOpenKeepsTheHistory() async throws {
+        let files = try TemporaryDirectory()
+        let state = try TemporaryDirectory()
+        let path = try files.write("notes.txt", "one\n")
+        do {
+            let store = DocumentStore(watchFiles: true)
+            await store.setPersistUndo(try UndoDirectory.open(stateDirectory: state.path))
+            let handle = try await store.open(path: path, encoding: nil).handle
+            _ = try await store.edit(handle, version: 1, edits: [insert("two\n", at: 1, 0)], encoding: .utf16, label: "Second", merge: false)
+            _ = try await store.save(handle)
+            // Another program appends a line while the document is open (written beside, renamed
+            // over it, as editors save).
+            _ = try files.write("notes.txt.incoming", "one\ntwo\nthree\n")
+            #expect(rename(files.file("notes.txt.incoming"), path) == 0)
+            #expect(try await waitUntil { try await store.document(handle).buffer.text == "one\ntwo\nthree\n" })
+            let reloaded = try await store.document(handle)
+            #expect(reloaded.history.undoLabel == "Reload" && !reloaded.hasUnsavedChanges)
+            _ = try await store.close(handle, save: .never)
+            #expect(await store.keepUndoHistories(within: .seconds(30)))
+        }
+        let store = try await undoKeepingStore(state)
+        let opened = try await store.open(path: path, encoding: nil)
+        #expect(opened.buffer.text == "one\ntwo\nthree\n" && opened.history.undoLabel == "Reload" && opened.history.undoCount == 2)
+        var version = try await store.undo(opened.handle, version: 1, encoding: .utf16).version
+        version = try await store.undo(opened.handle, version: version, encoding: .utf16).version
+        #expect(try await store.document(opened.handle).buffer.text == "one\n")
+    }
+
     @Test("a file changed by another program while closed: the history is dropped, and its file deleted")
     func changedFileDropsTheHistory() async throws {
         let files = try TemporaryDirectory()
