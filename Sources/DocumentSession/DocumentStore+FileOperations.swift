@@ -118,7 +118,8 @@ extension DocumentStore {
             giveBackEditing(.fileSystem(error))
             throw .document(.fileSystem(error))
         }
-        if let handle { remove(handle) }
+        if let handle { remove(handle, keepingUndo: false) }
+        dropKeptUndo(forPath: path)
         return handle
     }
 

@@ -161,6 +161,8 @@ extension DocumentStore {
                 }
             }
             savedByDocument(handle, oldPath: oldPath, text: snapshot)
+            // The history up to what the file now holds outlives a crash from here on.
+            if let saved = documents[handle] { keepUndo(saved) }
             let result = SaveResult(
                 version: text.version, path: request.path, identity: saved.identity, size: saved.size,
                 durable: saved.durable, method: saved.method)
@@ -387,9 +389,11 @@ extension DocumentStore {
         return saved
     }
 
-    /// Forgets a document and reports it closed.
-    func remove(_ handle: String) {
+    /// Forgets a document and reports it closed. Its undo history is kept for its file
+    /// (`persistUndo`) unless `keepingUndo` is false (the file was deleted).
+    func remove(_ handle: String, keepingUndo: Bool = true) {
         guard let closing = documents.removeValue(forKey: handle) else { return }
+        if keepingUndo { keepUndo(closing) }
         journalClosed(handle)
         stopPresenting(handle)
         autosaveDue[handle] = nil

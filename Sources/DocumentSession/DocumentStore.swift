@@ -59,6 +59,8 @@ public actor DocumentStore {
     var journalRetry: [String: ContinuousClock.Instant] = [:]
     /// The change an edit, undo or redo hands to `modify` for the journal.
     var pendingJournalChange: JournalChange? = nil
+    /// The writes of kept undo histories (`persistUndo`, PersistedUndo.swift); nil: not kept.
+    var undoWrites: UndoWriteQueue? = nil
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -178,6 +180,8 @@ public actor DocumentStore {
             }
             return document
         }
+        // A close of the path just before may still be writing its history.
+        if handleByPath[path] == nil { await waitForKeptUndo(ofPath: path) }
         if let handle = handleByPath[path], let document = documents[handle] { return document }
         let task: Task<Result<String, DocumentError>, Never>
         if let running = loads[path] {
@@ -189,18 +193,25 @@ public actor DocumentStore {
             let isCancelled: @Sendable () -> Bool = { waiters.allCancelled }
             let journalDirectory = journalDirectory
             let writer = journal
-            let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText, JournalScan), DocumentError> in
+            let undoDirectory = undoWrites?.directory
+            let load = Task.detached { await runOnOwnThread { () -> Result<(TextBuffer, LoadedText, LoadFindings), DocumentError> in
                 // Temp files a killed save left beside the file (beside a symlink's target, where
                 // saves write) go first; then the old content of an in-place save killed while
                 // writing the file is put back from its backup.
                 SafeSave.sweepStaleTempFiles(nextTo: (try? SafeSave.resolveSymlinks(path)) ?? path)
                 let restored = SafeSave.restoreInterruptedSave(of: path)
                 return Self.loadText(path: path, encoding: encoding, progress: progress, isCancelled: isCancelled).map { buffer, loaded in
-                    // Dead servers' journals of the file, compared with what it holds now.
+                    // Dead servers' journals of the file, compared with what it holds now; the undo
+                    // history kept for the file's bytes.
                     var scan = journalDirectory.map { Self.scanJournals($0, path: path, disk: buffer, isOwn: { writer?.owns($0) ?? false }) }
                         ?? JournalScan(offer: nil, heldElsewhere: 0)
                     scan.restoredSave = restored
-                    return (buffer, loaded, scan)
+                    let undo = undoDirectory.map {
+                        PersistedUndo.restore(
+                            from: $0, path: path, disk: buffer, encoding: loaded.encoding, byteOrderMark: loaded.hasByteOrderMark,
+                            size: loaded.identity.size)
+                    }
+                    return (buffer, loaded, LoadFindings(journals: scan, undo: undo ?? .none))
                 }
             } }
             task = Task { () -> Result<String, DocumentError> in
@@ -225,25 +236,34 @@ public actor DocumentStore {
         }
     }
 
-    private func finishLoad(path: String, _ result: Result<(TextBuffer, LoadedText, JournalScan), DocumentError>) -> Result<String, DocumentError> {
+    private func finishLoad(path: String, _ result: Result<(TextBuffer, LoadedText, LoadFindings), DocumentError>) -> Result<String, DocumentError> {
         loads[path] = nil
         switch result {
         case .failure(let error):
             return .failure(error)
-        case .success(let (buffer, loaded, scan)):
+        case .success(let (buffer, loaded, findings)):
             if let existing = documents.handles(device: loaded.identity.device, inode: loaded.identity.inode).min() {
                 // The same file under another path (a symlink, a hard link): one session for it.
                 return .success(existing)
             }
+            var history = UndoHistory(), identity = loaded.identity
+            if case .restored(let kept, let hash) = findings.undo {
+                // The history kept for these bytes: undo goes back through earlier sessions' steps.
+                history = kept
+                identity.contentHash = hash
+            }
             let document = Document(
-                handle: makeHandle(), path: path, buffer: buffer, history: UndoHistory(),
+                handle: makeHandle(), path: path, buffer: buffer, history: history,
                 encoding: loaded.encoding, hasByteOrderMark: loaded.hasByteOrderMark,
-                lineEnding: loaded.lineEnding, identity: loaded.identity, syncedText: buffer)
+                lineEnding: loaded.lineEnding, identity: identity, syncedText: buffer)
             install(document)
+            let scan = findings.journals
             recoveries[document.handle] = scan.offer
             if scan.heldElsewhere > 0 { heldElsewhere[document.handle] = scan.heldElsewhere }
             restoredSaves[document.handle] = scan.restoredSave
-            hashInBackground(document.handle, buffer: buffer, encoding: loaded.encoding, byteOrderMark: loaded.hasByteOrderMark, identity: loaded.identity)
+            if identity.contentHash == nil {
+                hashInBackground(document.handle, buffer: buffer, encoding: loaded.encoding, byteOrderMark: loaded.hasByteOrderMark, identity: loaded.identity)
+            }
             return .success(document.handle)
         }
     }
@@ -499,6 +519,13 @@ public actor DocumentStore {
         }
         return result
     }
+}
+
+/// What a load found besides the text: dead servers' journals of the file (nil: no journal
+/// directory), the undo history kept for it.
+struct LoadFindings: Sendable {
+    var journals: JournalScan
+    var undo: PersistedUndo.Found
 }
 
 /// The cancellation checks of everyone waiting for one load.

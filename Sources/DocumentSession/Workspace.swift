@@ -100,6 +100,18 @@ public enum Workspace {
         try JournalDirectory.open(stateDirectory: directory)
     }
 
+    /// Opens (creating it, mode 0700) the directory of kept undo histories `<directory>/undo` and
+    /// checks that it can be written, on a pooled thread.
+    public static func openUndoDirectory(inStateDirectory directory: String) async throws(FileSystemError) -> UndoDirectory {
+        try await runOnOwnThread { () -> Result<UndoDirectory, FileSystemError> in
+            do throws(FileSystemError) {
+                return .success(try UndoDirectory.open(stateDirectory: directory))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
+
     /// Runs `onExit` on a thread of its own when the process `pid` ends, provided it is an ancestor
     /// of this one (the client that started the server, directly or through a shell: any other
     /// number may name an unrelated process, or none). Answers whether it is watched, or throws what

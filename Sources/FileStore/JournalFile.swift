@@ -128,24 +128,7 @@ public struct JournalDirectory: Sendable {
     /// and checks that a file can be made in it.
     public static func open(stateDirectory: String) throws(FileSystemError) -> JournalDirectory {
         let path = (stateDirectory.hasSuffix("/") ? stateDirectory : stateDirectory + "/") + "journal"
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            prefix += "/" + component
-            if mkdir(prefix, 0o700) != 0, errno != EEXIST {
-                throw FileSystemError(errno: errno, syscall: "mkdir", path: prefix, reason: "creating the journal directory \(path)")
-            }
-        }
-        _ = chmod(path, 0o700)
-        // Writable? A probe made and removed at once (access(2) would not see a read-only mount's
-        // EROFS for every case, nor a full disk's quota).
-        let probe = path + "/.probe-\(UInt64.random(in: 0...UInt64.max))"
-        do throws(SystemCallError) {
-            let descriptor = try Descriptor.open(probe, .writeOnly, options: [.create, .exclusiveCreate], permissions: [.ownerReadWrite])
-            try? removeFile(probe)
-            try descriptor.close()
-        } catch {
-            throw FileSystemError(error, path: path, reason: "the journal directory cannot be written")
-        }
+        try makePrivateDirectory(path, purpose: "the journal directory")
         return JournalDirectory(path: path)
     }
 

@@ -27,6 +27,9 @@ struct InitializeRequest: RequestType {
     /// `initializationOptions.hotExit`: whether `shutdown` keeps the journals of documents with
     /// unsaved changes (default true).
     var hotExit: Bool
+    /// `initializationOptions.persistUndo`: whether undo histories are kept across closes and
+    /// restarts (default false).
+    var persistUndo: Bool
 
     init(params: Params) throws(ResponseError) {
         processID = try params.optionalInteger("processId")
@@ -49,9 +52,11 @@ struct InitializeRequest: RequestType {
         roots = nil
         flushDelay = nil
         hotExit = true
+        persistUndo = false
         if let options = try params.optionalObject("initializationOptions") {
             flushDelay = try options.optionalInteger("flushDelay", in: 0...60_000)
             hotExit = try options.optionalBool("hotExit") ?? true
+            persistUndo = try options.optionalBool("persistUndo") ?? false
             if let settings = try options.optionalObject("autosave") {
                 let policy = try settings.optionalEnumeration("policy", ["off", "afterDelay"]) ?? "off"
                 let delay = try settings.optionalInteger("delay", in: 1...86_400_000)
@@ -92,6 +97,8 @@ struct InitializeResult: RequestResult {
     var journal: Bool
     var flushDelay: Int64
     var hotExit: Bool
+    /// Whether undo histories are kept across closes and restarts.
+    var persistUndo: Bool
 
     var json: JSONValue {
         let autosaveJSON: JSONValue
@@ -113,6 +120,7 @@ struct InitializeResult: RequestResult {
                 "journal": .bool(journal),
                 "flushDelay": .integer(flushDelay),
                 "hotExit": .bool(hotExit),
+                "persistUndo": .bool(persistUndo),
             ],
         ]
     }

@@ -36,11 +36,28 @@ extension Server {
         hotExit = params.hotExit
         if let delay = params.flushDelay { await store.setJournalFlushDelay(.milliseconds(delay)) }
         if let pid = params.processID { await watchClient(pid) }
+        if params.persistUndo { await startPersistingUndo() }
         let journaling = await store.journaling
         return InitializeResult(
             positionEncoding: chosen, maxMessageSize: configuration.maxMessageSize, autosave: params.autosave,
             watchFiles: configuration.watchFiles, keepsVersions: await store.keepsVersions, roots: roots,
-            journal: journaling, flushDelay: Int64(await store.journalFlushDelayMilliseconds), hotExit: params.hotExit)
+            journal: journaling, flushDelay: Int64(await store.journalFlushDelayMilliseconds), hotExit: params.hotExit,
+            persistUndo: await store.persistsUndo)
+    }
+
+    /// `persistUndo`: undo histories are kept under `<state dir>/undo/`, if there is a state
+    /// directory and that directory can be written (else a warning, and `capabilities.persistUndo`
+    /// answers false).
+    private func startPersistingUndo() async {
+        guard let directory = configuration.stateDirectory else {
+            logger.warning("undo histories are not kept: the server was started without a state directory")
+            return
+        }
+        do throws(FileSystemError) {
+            await store.setPersistUndo(try await Workspace.openUndoDirectory(inStateDirectory: directory))
+        } catch {
+            logger.warning("undo histories are not kept: \(error.message)")
+        }
     }
 
     /// Watches the client's process (`processId`): its death is taken as the end of input (the
@@ -105,6 +122,11 @@ extension Server {
         // Hot exit: the journals of documents with unsaved changes stay, flushed, to be offered
         // at the next open; without it they go.
         await store.finishJournals(keep: hotExit)
+        // The undo histories of the documents still open are kept (persistUndo), written before
+        // the answer.
+        if await !store.keepUndoHistories(within: .seconds(10)) {
+            logger.warning("undo histories not all written by shutdown's deadline (10 s)")
+        }
         return NullResult()
     }
 

@@ -308,6 +308,11 @@ public actor Server: MessageHandler {
         // The end of input is an end like a crash's for the client: what it had unsaved stays,
         // flushed, to be offered at the next open.
         await store.finishJournals(keep: true)
+        // Without shutdown (which kept them already), the undo histories of the open documents
+        // are kept now.
+        if lifecycle != .shutDown, await !store.keepUndoHistories(within: .seconds(10)) {
+            logger.warning("undo histories not all written at the end of input within 10 s")
+        }
         return status
     }
 }

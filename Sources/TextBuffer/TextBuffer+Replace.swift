@@ -65,8 +65,9 @@ extension TextBuffer {
         if !new.isEmpty { joinCRLF(at: range.lowerBound + new.count) }
     }
 
-    /// Whether the UTF-8 offset `offset` falls on a scalar boundary.
-    func isScalarBoundary(_ offset: Int) -> Bool {
+    /// Whether the UTF-8 offset `offset` falls on a scalar boundary (offsets outside the text do:
+    /// check the bounds first).
+    public func isScalarBoundary(_ offset: Int) -> Bool {
         guard offset > 0 && offset < utf8Count else { return true }
         let location = locate(utf8: offset, preferEnd: false)
         return rope[location.index].bytes.withUnsafeBufferPointer {

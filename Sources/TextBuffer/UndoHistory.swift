@@ -214,6 +214,89 @@ public struct UndoHistory: Sendable {
         cleanPosition = isClean ? 0 : nil
     }
 
+    // MARK: - Export and import
+
+    /// The history as plain values, to be kept elsewhere (on disk) and made a history again with
+    /// ``init(snapshot:byteLimit:)``: the kept steps, oldest first, with their edits and labels; the
+    /// position (steps before it can be undone, steps from it redone) and the clean point.
+    public struct Snapshot: Sendable, Equatable {
+        /// One undo step: the edits of one request (or of several merged), in the order they
+        /// applied, each against the text the one before left; in UTF-8 offsets.
+        public struct Step: Sendable, Equatable {
+            public var edits: [AppliedEdit]
+            public var label: String?
+
+            public init(edits: [AppliedEdit], label: String?) {
+                self.edits = edits
+                self.label = label
+            }
+        }
+
+        public var steps: [Step]
+        /// The state the text is in: `steps[..<position]` are undone by undo, newest last;
+        /// `steps[position...]` are redone by redo. In `0...steps.count`.
+        public var position: Int
+        /// The state that matches the file (nil: none does). In `0...steps.count`.
+        public var cleanPosition: Int?
+
+        public init(steps: [Step], position: Int, cleanPosition: Int?) {
+            self.steps = steps
+            self.position = position
+            self.cleanPosition = cleanPosition
+        }
+
+        /// The same history seen from its clean point, for a text that is the file's: the position
+        /// moves to the clean point, and when the text had gone past it (edits made after the last
+        /// save), the steps from the clean point on are dropped, unsaved. nil when no state matches
+        /// the file.
+        public func atCleanPoint() -> Snapshot? {
+            guard let clean = cleanPosition, clean >= 0, clean <= steps.count else { return nil }
+            let kept = position > clean ? Array(steps[..<clean]) : steps
+            return Snapshot(steps: kept, position: clean, cleanPosition: clean)
+        }
+    }
+
+    /// The history's steps, position and clean point (O(steps): the edits' texts are shared, not
+    /// copied).
+    public var snapshot: Snapshot {
+        Snapshot(
+            steps: steps[first...].map { Snapshot.Step(edits: $0.edits, label: $0.label) },
+            position: position - first,
+            cleanPosition: cleanPosition.map { $0 - first })
+    }
+
+    /// A history holding `snapshot`'s steps, at its position and with its clean point, whose undo
+    /// and redo then do what the exported history's did. Edits that change nothing are left out, and
+    /// steps left empty with them. The oldest steps are dropped if they hold more than `byteLimit`
+    /// (and the clean point with them when it was among them). nil when the position or the clean
+    /// point lies outside `0...steps.count`.
+    public init?(snapshot: Snapshot, byteLimit: Int = 64 << 20) {
+        let count = snapshot.steps.count
+        guard (0...count).contains(snapshot.position), snapshot.cleanPosition.map({ (0...count).contains($0) }) ?? true else {
+            return nil
+        }
+        self.byteLimit = byteLimit
+        cleanPosition = snapshot.cleanPosition
+        position = snapshot.position
+        steps.reserveCapacity(count)
+        for (index, step) in snapshot.steps.enumerated() {
+            let edits = step.edits.filter { !$0.isNoOp }
+            guard !edits.isEmpty else {
+                // A step that does nothing is no state of its own: the states after it move down.
+                if index < position { position -= 1 }
+                if let clean = cleanPosition, index < clean { cleanPosition = clean - 1 }
+                continue
+            }
+            let cost = edits.reduce(0) {
+                $0 + $1.removedText.utf8.count + $1.insertedText.utf8.count + UndoHistory.costPerEdit
+            }
+            steps.append(Step(edits: edits, label: step.label, cost: cost, id: nextID))
+            nextID += 1
+            byteCount += cost
+        }
+        trim()
+    }
+
     /// Drops the steps that could be redone.
     private mutating func dropRedoSteps() {
         guard canRedo else { return }

@@ -563,6 +563,7 @@ class Client:
     def initialize(self, position_encoding: Union[str, Sequence[str], None] = None, *,
                    autosave: Optional[Mapping[str, Any]] = None, trace: Optional[str] = None,
                    flush_delay: Optional[int] = None, hot_exit: Optional[bool] = None,
+                   persist_undo: Optional[bool] = None,
                    client_name: str = "docsession_client.py", send_initialized: bool = True,
                    timeout: float = 10.0) -> dict:
         """``initialize`` (then ``initialized``). ``position_encoding`` is one encoding or a list,
@@ -571,8 +572,10 @@ class Client:
         ``flush_delay`` (milliseconds, 0 to 60000; the server's default is 200) bounds how long a
         change waits before the server writes it to its journal; ``hot_exit`` (default True)
         says whether `shutdown` keeps the journals of documents with unsaved changes, to be
-        offered back at the next open, or deletes them. ``processId`` is this process: when it
-        dies, the server flushes its journals and exits."""
+        offered back at the next open, or deletes them. ``persist_undo`` (default False) asks the
+        server to keep each document's undo history across closes and restarts, for as long as
+        the file keeps the same bytes (`capabilities["persistUndo"]` answers whether it does).
+        ``processId`` is this process: when it dies, the server flushes its journals and exits."""
         params: dict = {"processId": os.getpid(), "clientInfo": {"name": client_name},
                         "capabilities": {}}
         if position_encoding is not None:
@@ -585,6 +588,8 @@ class Client:
             options["flushDelay"] = flush_delay
         if hot_exit is not None:
             options["hotExit"] = hot_exit
+        if persist_undo is not None:
+            options["persistUndo"] = persist_undo
         if options:
             params["initializationOptions"] = options
         if trace is not None:

@@ -236,6 +236,30 @@ def test_undo_redo_keep_the_local_copy(start, tmp_path: Path) -> None:
     assert doc.undo()["edits"] == []                         # nothing left to undo
 
 
+def test_persist_undo_keeps_the_history_for_the_next_server(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    f = tmp_path / "p.txt"
+    write(f, "one\n")
+    c = Client(["--state-dir", str(state)], binary=BINARY)
+    try:
+        c.initialize(persist_undo=True)
+        assert c.capabilities["persistUndo"] is True
+        doc = c.open(f)
+        doc.edit(doc.range(len(doc.text)), "two\n", label="Two")
+        assert doc.close() is True                           # saved, then closed
+    finally:
+        assert c.close() == 0
+    c2 = Client(["--state-dir", str(state)], binary=BINARY)
+    try:
+        c2.initialize(persist_undo=True)
+        doc = c2.open(f)
+        assert doc.state()["undoLabel"] == "Two"
+        doc.undo()
+        assert doc.text == doc.read() == "one\n"
+    finally:
+        assert c2.close() == 0
+
+
 def test_save_writes_the_file_and_save_as_moves(start, tmp_path: Path) -> None:
     f = tmp_path / "s.txt"
     write(f, "one\n")
