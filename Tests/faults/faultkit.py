@@ -188,8 +188,15 @@ class Server:
 
     def __init__(self, prefix: Iterable[str] = (), timeout: float = 30.0, initialization: dict | None = None,
                  args: Iterable[str] = ()):
-        # `args`: the server's own arguments, after BIN (e.g. `serve --state-dir DIR`).
-        argv = ["env", f"GLIBC_TUNABLES={allocator_tunables()}", *prefix, BIN, *args]
+        # `args`: the server's own arguments, after BIN (e.g. `serve --state-dir DIR`). Without
+        # them the server runs without its journal (`serve --no-journal`): the save protocol's tests
+        # trace and inject into system calls across every thread of the server (strace -f, calls
+        # counted by name), and the journal's thread makes some of the same calls (openat to create
+        # a journal, fsync of its directory) at moments of its own, ~150 ms after an edit, which
+        # then land in a save's window (seen in a clean-clone run under load: an injected openat
+        # counted twice; a stop at an fsync that was not the save's). The journal's own tests
+        # (test_journal.py) pass their arguments, with a state directory, and run it.
+        argv = ["env", f"GLIBC_TUNABLES={allocator_tunables()}", *prefix, BIN, *(args or ("serve", "--no-journal"))]
         self.rpc = RpcClient(binary=argv[0], args=tuple(argv[1:]), timeout=timeout)
         self.notifications: list[dict] = []
         # The `initialize` result (its `capabilities`).
