@@ -148,15 +148,8 @@ public struct JournalDirectory: Sendable {
 
     /// The names of every journal file in the directory.
     public func allNames() -> [String] {
-        guard let stream = opendir(path) else { return [] }
-        defer { closedir(stream) }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = String(cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
-                .assumingMemoryBound(to: CChar.self))
-            if name.hasSuffix(".journal"), !name.hasPrefix(".") { names.append(name) }
-        }
-        return names.sorted()
+        let names = ((try? DocumentNaming.entryNames(in: path)) ?? []).map { String(decoding: $0, as: UTF8.self) }
+        return names.filter { $0.hasSuffix(".journal") && !$0.hasPrefix(".") }.sorted()
     }
 
     /// The names of the journal files of `documentPath`.

@@ -410,14 +410,8 @@ public enum SafeSave {
         guard let status = try? fileStatus(target), status.st_mode & S_IFMT == S_IFREG else { return nil }
         let (directory, _) = split(target)
         let prefix = backupPrefix + String(UInt64(status.st_ino), radix: 16) + "-"
-        guard let stream = opendir(directory) else { return nil }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            let name = String(cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
-                .assumingMemoryBound(to: CChar.self))
-            if name.hasPrefix(prefix) { names.append(name) }
-        }
-        closedir(stream)
+        guard let entries = try? DocumentNaming.entryNames(in: directory) else { return nil }
+        let names = entries.map { String(decoding: $0, as: UTF8.self) }.filter { $0.hasPrefix(prefix) }
         for name in names.sorted() {
             let backupPath = directory == "/" ? "/" + name : directory + "/" + name
             guard let backup = try? Descriptor.open(backupPath, .readOnly, options: [.noFollow]),

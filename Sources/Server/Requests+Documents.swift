@@ -92,30 +92,33 @@ struct EditDocumentResult: RequestResult {
     var json: JSONValue { ["version": .integer(version)] }
 }
 
+/// `document/undo` and `document/redo`: the same params (`document`, an optional `version`).
+protocol HistoryStepRequest: RequestType where Result == EditsResult {
+    var handle: String { get }
+    var version: Int64? { get }
+    init(handle: String, version: Int64?)
+}
+
+extension HistoryStepRequest {
+    init(params: Params) throws(ResponseError) {
+        self.init(handle: try params.string("document"), version: try params.optionalInteger("version", in: 0...Int64.max))
+    }
+}
+
 /// `document/undo` → ``EditsResult``.
-struct UndoRequest: RequestType {
+struct UndoRequest: HistoryStepRequest {
     static let method = "document/undo"
     typealias Result = EditsResult
     var handle: String
     var version: Int64?
-
-    init(params: Params) throws(ResponseError) {
-        handle = try params.string("document")
-        version = try params.optionalInteger("version", in: 0...Int64.max)
-    }
 }
 
 /// `document/redo` → ``EditsResult``.
-struct RedoRequest: RequestType {
+struct RedoRequest: HistoryStepRequest {
     static let method = "document/redo"
     typealias Result = EditsResult
     var handle: String
     var version: Int64?
-
-    init(params: Params) throws(ResponseError) {
-        handle = try params.string("document")
-        version = try params.optionalInteger("version", in: 0...Int64.max)
-    }
 }
 
 /// A new version and the edits that turned the previous text into it (`document/undo`, `redo`,

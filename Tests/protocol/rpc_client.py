@@ -16,9 +16,10 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT = 10.0
@@ -44,6 +45,19 @@ def state_home() -> Path:
     path = _state_root / f"server-{next(_state_numbers)}"
     path.mkdir()
     return path
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "a condition") -> Any:
+    """Polls `predicate` until it answers something true (answered), for at most `timeout` seconds
+    (generous: the machine may be busy), then fails naming `what`. For conditions the server reaches
+    in the background (a journal flushed, a version or an undo file written): waited for, never
+    slept for."""
+    deadline = time.monotonic() + timeout
+    while not (found := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+    return found
 
 
 def binary_path() -> Path:

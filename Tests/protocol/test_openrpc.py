@@ -73,7 +73,7 @@ import pytest
 from jsonschema import Draft7Validator
 
 from fixtures import BIG_TEXT, FIXTURE_DATE, ROOT as FIXTURES, change_fixture, chmod_fixture, delete_fixture, make_fixtures, move_fixture, uri
-from rpc_client import REPO_ROOT, RpcClient, binary_path, encode, frame
+from rpc_client import REPO_ROOT, RpcClient, binary_path, encode, frame, wait_until
 
 PROTOCOL = REPO_ROOT / "protocol"
 DOCUMENT: dict[str, Any] = json.loads((PROTOCOL / "openrpc.json").read_text(encoding="utf-8"))
@@ -1164,17 +1164,16 @@ def journal_files(state: Path) -> list[Path]:
 def wait_for_journal(state: Path, holding: bytes, timeout: float = 10) -> Path:
     """Waits until a journal in `state` holds `holding` (the writer flushes at most flushDelay ms
     after a change: polled, not slept for)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def holder() -> Path | None:
         for path in journal_files(state):
             try:
                 if holding in path.read_bytes():
                     return path
             except FileNotFoundError:
                 pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no journal in {state} holds {holding!r} after {timeout} s")
-        time.sleep(0.01)
+        return None
+
+    return wait_until(holder, timeout, f"a journal in {state} holding {holding!r}")
 
 
 def killed(client: RpcClient) -> None:

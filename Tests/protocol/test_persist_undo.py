@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from rpc_client import RpcClient, binary_path
+from rpc_client import RpcClient, binary_path, wait_until as wait_for
 
 PERSIST = {"initializationOptions": {"persistUndo": True}}
 
@@ -56,14 +56,6 @@ def start(place: Path, options: dict[str, Any] | None = PERSIST) -> RpcClient:
 def undo_files(place: Path) -> list[Path]:
     directory = place / "state" / "undo"
     return sorted(p for p in directory.iterdir() if p.name.endswith(".undo")) if directory.is_dir() else []
-
-
-def wait_for(predicate, timeout: float = 10.0, what: str = "a condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 def edit(client: RpcClient, document: str, version: int, line: int, new: str, label: str) -> int:
