@@ -320,6 +320,7 @@ public struct Replay {
             if step.sent.direction == .sendRequest, let method = sent["method"]?.stringValue, let id = sent["id"] {
                 context.methods[id] = method
                 if method == "document/versions" { context.mapVersionIDs(recorded: step.received, live: received, id: id) }
+                if method == "session/snapshot" { context.mapSnapshotToken(recorded: step.received, live: received, id: id) }
             }
             // As sent (live version ids, which the updated recording's listings hold too), root as ${ROOT}.
             outcomes.append(StepOutcome(
@@ -398,6 +399,9 @@ public struct Replay {
         let root: String
         /// Recorded version id -> live version id.
         var versionIDs: [String: String] = [:]
+        /// Recorded session snapshot token -> live token (`session/snapshot`): 32 random hexadecimal
+        /// digits, replaced wherever they appear in a string (an error's message names the token).
+        var snapshotTokens: [String: String] = [:]
         /// The method of each request sent, by id.
         var methods: [JSONValue: String] = [:]
 
@@ -405,8 +409,27 @@ public struct Replay {
         func toLive(_ value: JSONValue) -> JSONValue {
             mapStrings(value) { text in
                 if let live = versionIDs[text] { return live }
-                return text.replacingOccurrences(of: Replay.rootPlaceholder, with: root)
+                return liveTokens(in: text).replacingOccurrences(of: Replay.rootPlaceholder, with: root)
             }
+        }
+
+        /// `text` with the recorded snapshot tokens in it replaced by the live ones.
+        func liveTokens(in text: String) -> String {
+            var text = text
+            for (recorded, live) in snapshotTokens where text.contains(recorded) {
+                text = text.replacingOccurrences(of: recorded, with: live)
+            }
+            return text
+        }
+
+        /// Pairs the token of a recorded `session/snapshot` answer with the live one's.
+        mutating func mapSnapshotToken(recorded: [Record], live: [JSONValue], id: JSONValue) {
+            guard
+                let old = recorded.first(where: { $0.direction == .receiveResponse && $0.message["id"] == id })?
+                    .message["result"]?["snapshot"]?.stringValue,
+                let new = live.last(where: { $0["method"] == nil && $0["id"] == id })?["result"]?["snapshot"]?.stringValue
+            else { return }
+            snapshotTokens[old] = new
         }
 
         /// Pairs the version ids of a recorded document/versions listing with the live one's,
@@ -428,8 +451,8 @@ public struct Replay {
 
         /// A recorded message with its version ids mapped to the live ones (${ROOT} kept).
         func recordedVersionsAsLive(_ value: JSONValue) -> JSONValue {
-            guard !versionIDs.isEmpty else { return value }
-            return mapStrings(value) { versionIDs[$0] ?? $0 }
+            guard !versionIDs.isEmpty || !snapshotTokens.isEmpty else { return value }
+            return mapStrings(value) { versionIDs[$0] ?? liveTokens(in: $0) }
         }
 
         /// A live message with the root as ${ROOT} (version ids kept live).

@@ -123,6 +123,28 @@ struct JournalReader {
 }
 
 enum JournalCodec {
+    /// A whole journal, in memory: the magic bytes, the header, the base and, when it differs, the
+    /// text (with the version and whether it is unsaved): what a journal started for the document
+    /// now would hold, without the changes before it.
+    static func whole(header: JournalHeader, base: TextBuffer, text: TextBuffer, version: Int64, unsaved: Bool) -> [UInt8] {
+        func utf8(_ text: TextBuffer, after prefix: [UInt8]) -> [UInt8] {
+            var bytes = prefix
+            bytes.reserveCapacity(prefix.count + text.utf8Count)
+            for chunk in text.utf8Chunks { chunk.withUnsafeBytes { bytes.append(contentsOf: $0) } }
+            return bytes
+        }
+        var out = JournalFraming.magic
+        out += Self.header(header)
+        JournalFraming.append(type: JournalRecordType.base.rawValue, payload: utf8(base, after: []), to: &out)
+        if !text.isIdentical(to: base), text != base {
+            var prefix = JournalBytes()
+            prefix.i64(version)
+            prefix.bool(unsaved)
+            JournalFraming.append(type: JournalRecordType.text.rawValue, payload: utf8(text, after: prefix.bytes), to: &out)
+        }
+        return out
+    }
+
     static func header(_ header: JournalHeader) -> [UInt8] {
         var out = JournalBytes()
         out.u8(JournalHeader.format)

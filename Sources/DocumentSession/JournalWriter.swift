@@ -27,6 +27,15 @@ enum JournalJob: Sendable {
     /// Closes every journal of this process without deleting it, as the process's death would
     /// (tests play a dead server this way).
     case releaseAll
+    /// Reads back the document's journal as written so far (its changes submitted before
+    /// included), into `into` (nil there when it has none or it cannot be read): a session
+    /// snapshot's copy.
+    case copy(handle: String, into: JournalCopy)
+}
+
+/// Where the writer puts a journal's bytes read back for a copy (``JournalJob/copy(handle:into:)``).
+final class JournalCopy: Sendable {
+    let bytes = Mutex<[UInt8]?>(nil)
 }
 
 /// Writes the journals on a thread of its own (`ds-journal`), so that no request ever waits for a
@@ -91,7 +100,7 @@ final class JournalWriter: @unchecked Sendable {
         switch job {
         case .start(_, let name, _, _, _, _, _), .rename(_, let name, _): owned.withLock { _ = $0.insert(name) }
         case .adopt(_, let journal, _): owned.withLock { _ = $0.insert(journal.name) }
-        case .change, .drop, .dropAll, .releaseAll: break
+        case .change, .drop, .dropAll, .releaseAll, .copy: break
         }
         let first = state.withLock { state -> Bool in
             state.jobs.append(job)
@@ -195,7 +204,8 @@ final class JournalWriter: @unchecked Sendable {
                 guard files[handle] != nil else { continue }
                 JournalCodec.appendChange(change, version: version, unsaved: unsaved, to: &pending[handle, default: JournalBytes()])
                 continue
-            case .start(let handle, _, _, _, _, _, _), .rename(let handle, _, _), .drop(let handle), .adopt(let handle, _, _):
+            case .start(let handle, _, _, _, _, _, _), .rename(let handle, _, _), .drop(let handle), .adopt(let handle, _, _),
+                 .copy(let handle, _):
                 writePending(handle)
             case .dropAll, .releaseAll:
                 for handle in Array(pending.keys) { writePending(handle) }
@@ -259,6 +269,9 @@ final class JournalWriter: @unchecked Sendable {
                 for file in files.values { forget(file, delete: true) }
                 files = [:]
                 touched = []
+            case .copy(let handle, let copy):
+                let bytes = try? files[handle]?.contents()
+                copy.bytes.withLock { $0 = bytes }
             case .releaseAll:
                 for file in files.values {
                     try? file.sync()

@@ -298,6 +298,26 @@ public final class JournalFile {
         }
     }
 
+    /// Every byte written so far (read back with `pread`: the position stays at the end).
+    public func contents() throws(FileSystemError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: size)
+        let descriptor = descriptor.unowned, path = path
+        let result = bytes.withUnsafeMutableBytes { buffer -> Result<Int, SystemCallError> in
+            do throws(SystemCallError) {
+                return .success(try readFully(into: buffer, from: descriptor, at: 0, path: path))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let read: Int
+        switch result {
+        case .success(let count): read = count
+        case .failure(let error): throw FileSystemError(error, path: path)
+        }
+        guard read == size else { throw FileSystemError(errno: EIO, syscall: "pread", path: path, reason: "the journal is shorter than written") }
+        return bytes
+    }
+
     /// Flushes what was appended (`fdatasync`).
     public func sync() throws(FileSystemError) {
         do throws(SystemCallError) { try descriptor.syncData(path: path) } catch { throw FileSystemError(error, path: path) }

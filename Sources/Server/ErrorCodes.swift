@@ -41,6 +41,12 @@ extension ErrorCode {
     /// -32025: `document/recover` or `document/discardRecovery` on a document with no journal of a
     /// dead server waiting.
     public static let noRecovery = ErrorCode(rawValue: -32025)
+    /// -32026: `session/restore` or `session/discardSnapshot` of a token that names no snapshot
+    /// (restored already, discarded, or taken with another state directory).
+    public static let noSnapshot = ErrorCode(rawValue: -32026)
+    /// -32027: sessions cannot be handed off here: no usable state directory, or (restoring unsaved
+    /// work) no journal.
+    public static let handoffUnavailable = ErrorCode(rawValue: -32027)
 }
 
 extension FileSystemError {

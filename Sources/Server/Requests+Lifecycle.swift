@@ -99,6 +99,8 @@ struct InitializeResult: RequestResult {
     var hotExit: Bool
     /// Whether undo histories are kept across closes and restarts.
     var persistUndo: Bool
+    /// Whether sessions can be snapshotted and restored (`session/snapshot`).
+    var handoff: Bool
 
     var json: JSONValue {
         let autosaveJSON: JSONValue
@@ -121,6 +123,7 @@ struct InitializeResult: RequestResult {
                 "flushDelay": .integer(flushDelay),
                 "hotExit": .bool(hotExit),
                 "persistUndo": .bool(persistUndo),
+                "handoff": .bool(handoff),
             ],
         ]
     }

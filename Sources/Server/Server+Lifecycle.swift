@@ -42,7 +42,7 @@ extension Server {
             positionEncoding: chosen, maxMessageSize: configuration.maxMessageSize, autosave: params.autosave,
             watchFiles: configuration.watchFiles, keepsVersions: await store.keepsVersions, roots: roots,
             journal: journaling, flushDelay: Int64(await store.journalFlushDelayMilliseconds), hotExit: params.hotExit,
-            persistUndo: await store.persistsUndo)
+            persistUndo: await store.persistsUndo, handoff: snapshots != nil)
     }
 
     /// `persistUndo`: undo histories are kept under `<state dir>/undo/`, if there is a state

@@ -79,6 +79,13 @@ public actor Server: MessageHandler {
     var queries = WorkspaceQueries()
     /// Whether `shutdown` keeps the journals of unsaved documents (`initializationOptions.hotExit`).
     var hotExit = true
+    /// Where session snapshots for a handoff go (`session/snapshot`): nil without a usable state
+    /// directory, and then why.
+    var snapshots: SnapshotDirectory? = nil
+    var snapshotsUnavailable = "the server was started without a state directory"
+    /// What the client asked to have back for each document (`document/setClientState`), by
+    /// handle; a closed document's is let go at the next set or snapshot.
+    var clientStates: [String: JSONValue] = [:]
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         self.roots = configuration.roots
@@ -126,6 +133,14 @@ public actor Server: MessageHandler {
             }
         }, watchFiles: configuration.watchFiles, versions: versions, versionsUnavailableReason: versions == nil ? unavailable : nil,
            journal: journal, journalUnavailableReason: journal == nil ? journalUnavailable : nil)
+        if let directory = configuration.stateDirectory {
+            do throws(FileSystemError) {
+                snapshots = try Workspace.openSnapshots(inStateDirectory: directory)
+            } catch {
+                snapshotsUnavailable = "the state directory cannot be used: \(error.message)"
+                logger.warning("sessions cannot be handed off: \(error.message)")
+            }
+        }
     }
 
     // MARK: - Method table
@@ -168,6 +183,10 @@ public actor Server: MessageHandler {
         RequestEntry(RecoverRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.recover(params)) },
         RequestEntry(DiscardRecoveryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.discardRecovery(params)) },
         RequestEntry(RecoverableRequest.self) { server, params, _ in .now(await server.recoverable(params)) },
+        RequestEntry(SetClientStateRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.setClientState(params)) },
+        RequestEntry(SnapshotSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.snapshotSession(params)) },
+        RequestEntry(RestoreSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.restoreSession(params)) },
+        RequestEntry(DiscardSnapshotRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.discardSnapshot(params)) },
     ]
 
     /// The notifications the server acts on.

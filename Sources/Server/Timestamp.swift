@@ -4,6 +4,13 @@
 
 /// Dates on the wire: ISO 8601 in UTC with milliseconds (`2026-11-22T03:04:05.678Z`).
 enum Timestamp {
+    /// Now, in nanoseconds since 1970 (the real-time clock).
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
     static func iso8601(nanoseconds: Int64) -> String {
         // Floor division, so that times before 1970 keep a non-negative fraction.
         let (quotient, remainder) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)

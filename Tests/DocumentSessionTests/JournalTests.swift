@@ -242,3 +242,44 @@ struct JournalTests {
         #expect(FileManager.default.fileExists(atPath: backup))
     }
 }
+
+@Suite("Handoff: journal copies for a session snapshot")
+struct JournalCopyTests {
+    @Test("the copy of a journaled document replays to its text, version and undo history, including the changes just made; a clean document has none")
+    func copyOfTheLiveJournal() async throws {
+        let files = try TemporaryDirectory()
+        let state = try TemporaryDirectory()
+        let path = try files.write("notes.txt", "one\ntwo\n")
+        // A long flush delay: the copy must not wait for it, and must hold the last change.
+        let store = try await journaledStore(state, file: path, flushDelay: .seconds(30))
+        let handle = try await store.open(path: path, encoding: nil).handle
+        #expect(try await store.journalCopy(handle) == nil)
+        var version: Int64 = 1
+        version = try await store.edit(handle, version: version, edits: [insert("A", at: 0, 0)], encoding: .utf16, label: "First", merge: false)
+        version = try await store.edit(handle, version: version, edits: [insert("B", at: 1, 0)], encoding: .utf16, label: "Second", merge: false)
+        let bytes = try #require(try await store.journalCopy(handle))
+        let copy = try #require(RecoveredJournal.read(bytes))
+        let live = try await store.document(handle)
+        #expect(copy.cut == nil)
+        #expect(copy.text == live.buffer && copy.version == version && copy.unsaved)
+        #expect(copy.history.undoCount == 2 && copy.history.undoLabel == "Second")
+        #expect(copy.baseText.text == "one\ntwo\n" && copy.path == path)
+        await #expect(throws: DocumentError.unknownDocument("d9")) { try await store.journalCopy("d9") }
+    }
+
+    @Test("without a journal, the copy is made from the document: its synced and current texts, one undo step between them")
+    func copyWithoutAJournal() async throws {
+        let files = try TemporaryDirectory()
+        let path = try files.write("notes.txt", "one\ntwo\n")
+        let store = DocumentStore(watchFiles: false)
+        let handle = try await store.open(path: path, encoding: nil).handle
+        let version = try await store.edit(handle, version: 1, edits: [insert("new ", at: 1, 0)], encoding: .utf16, label: nil, merge: false)
+        let bytes = try #require(try await store.journalCopy(handle))
+        let copy = try #require(RecoveredJournal.read(bytes))
+        #expect(copy.text.text == "one\nnew two\n" && copy.baseText.text == "one\ntwo\n")
+        #expect(copy.version == version && copy.unsaved && copy.history.undoCount == 1)
+        var history = copy.history, text = copy.text
+        _ = history.undo(&text, encoding: .utf8)
+        #expect(text.text == "one\ntwo\n" && !history.hasUnsavedChanges)
+    }
+}

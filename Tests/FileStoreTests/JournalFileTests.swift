@@ -136,3 +136,77 @@ struct JournalFileTests {
         #expect(throws: FileSystemError.self) { try JournalDirectory.open(stateDirectory: state.path) }
     }
 }
+
+/// The names in `directory`, but `.` and `..`.
+private func snapshotEntries(_ directory: String) throws(FileSystemError) -> [String] {
+    try DocumentNaming.entryNames(in: directory).map { String(decoding: $0, as: UTF8.self) }.filter { $0 != "." && $0 != ".." }.sorted()
+}
+
+@Suite("Session snapshots' files")
+struct SnapshotDirectoryTests {
+    @Test("a snapshot is written whole under its token (0700), read back, its journal copy moved into the journal directory as the newest, and removed")
+    func writeReadMoveRemove() throws {
+        let state = try TemporaryDirectory()
+        let snapshots = try SnapshotDirectory.open(stateDirectory: state.path)
+        let journals = try JournalDirectory.open(stateDirectory: state.path)
+        let token = SnapshotDirectory.newToken()
+        #expect(SnapshotDirectory.isToken(token))
+        #expect(try snapshots.readManifest(token: token) == nil, "nothing under a token never written")
+        let journal = JournalFraming.magic + Array("records".utf8)
+        try snapshots.write(token: token, manifest: Array("{}".utf8), journals: [("1.journal", journal)])
+        var status = stat()
+        #expect(stat(snapshots.path(of: token), &status) == 0 && status.st_mode & 0o777 == 0o700)
+        #expect(try snapshots.readManifest(token: token) == Array("{}".utf8))
+        #expect(snapshots.tokens().map(\.token) == [token])
+        // No partial directory is left beside it.
+        #expect(try snapshotEntries(snapshots.path) == [token])
+
+        // An old modification time on the copy: the move makes it now.
+        var old = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, snapshots.path(of: token) + "/1.journal", &old, 0) == 0)
+        let name = JournalDirectory.newName(forPath: "/notes/a.txt")
+        try snapshots.moveJournal(token: token, name: "1.journal", into: journals, as: name)
+        #expect(journals.names(forPath: "/notes/a.txt") == [name])
+        let claimed = try #require(journals.claim(name))
+        #expect(claimed.bytes == journal)
+        #expect(claimed.modified > 1_000_000 * 1_000_000_000 * 1000, "the moved copy is dated now, the newest journal of its file")
+        // A copy cannot be moved twice, nor a name that is not a copy's.
+        #expect(throws: FileSystemError.self) {
+            try snapshots.moveJournal(token: token, name: "1.journal", into: journals, as: JournalDirectory.newName(forPath: "/x"))
+        }
+        #expect(throws: FileSystemError.self) {
+            try snapshots.moveJournal(token: token, name: "../manifest.json", into: journals, as: JournalDirectory.newName(forPath: "/x"))
+        }
+        #expect(snapshots.remove(token: token))
+        #expect(!snapshots.remove(token: token))
+        #expect(try snapshots.readManifest(token: token) == nil)
+        #expect(snapshots.tokens().isEmpty)
+    }
+
+    @Test("tokens and copy names that could name another file are refused")
+    func names() throws {
+        for bad in ["", "../x", "0123456789ABCDEF0123456789ABCDEF", String(repeating: "0", count: 31), String(repeating: "0", count: 33), ".partial-" + String(repeating: "a", count: 32)] {
+            #expect(!SnapshotDirectory.isToken(bad), "\(bad)")
+        }
+        #expect(SnapshotDirectory.isJournalName("1.journal") && SnapshotDirectory.isJournalName("12.journal"))
+        for bad in [".journal", "../1.journal", "1.journal/", "a.journal", "1.journa", "manifest.json", "1234567890123.journal"] {
+            #expect(!SnapshotDirectory.isJournalName(bad), "\(bad)")
+        }
+        let state = try TemporaryDirectory()
+        let snapshots = try SnapshotDirectory.open(stateDirectory: state.path)
+        #expect(try snapshots.readManifest(token: "../journal") == nil)
+        #expect(!snapshots.remove(token: "../journal"))
+    }
+
+    @Test("a write that fails leaves nothing: no token, no partial directory")
+    func failedWriteLeavesNothing() throws {
+        let state = try TemporaryDirectory()
+        let snapshots = try SnapshotDirectory.open(stateDirectory: state.path)
+        let token = SnapshotDirectory.newToken()
+        // The same copy name twice: the second create fails (O_EXCL).
+        #expect(throws: FileSystemError.self) {
+            try snapshots.write(token: token, manifest: [], journals: [("1.journal", [1]), ("1.journal", [2])])
+        }
+        #expect(try snapshotEntries(snapshots.path).isEmpty)
+    }
+}

@@ -80,7 +80,7 @@ struct ProtocolSpecificationTests {
             }
             #expect(error.code == .invalidParams)
             // The methods that take no params say so; the others want an object.
-            let expected = ["shutdown", "workspace/recoverable"].contains(entry.method)
+            let expected = ["shutdown", "workspace/recoverable", "session/snapshot"].contains(entry.method)
                 ? "not a param of \(entry.method), which takes none: send no params, or null, {} or []"
                 : "\(entry.method) takes its params by name (an object), not an array"
             #expect(error.message.hasSuffix(expected), "\(entry.method): \(error.message)")

@@ -270,6 +270,30 @@ SESSIONS: dict[str, dict[str, Any]] = {
             ("req", "workspace/recoverable", None),
         ] + ENDED,
     },
+    # Handoff: a client state kept, a snapshot of unsaved work, the document closed without saving,
+    # the snapshot restored (the work and the state back), and the refusals (README §8.23).
+    # "${SNAPSHOT}" in params is the token of the last session/snapshot answer.
+    "handoff": {
+        "fixtures": {"notes.txt": NOTES},
+        "steps": STARTED + [
+            ("req", "document/open", {"uri": uri("notes.txt"), "includeText": False}),
+            edit("d1", 1, 0, 0, "Draft: "),
+            ("req", "document/setClientState", {"document": "d1", "state": {"cursor": {"line": 0, "character": 7}}}),
+            ("req", "document/setClientState", {"document": "d1"}),  # -32602: state missing
+            ("req", "document/setClientState", {"document": "d99", "state": None}),  # -32011
+            ("req", "session/snapshot", [1]),  # -32602: takes no params
+            ("req", "session/snapshot", None),
+            ("req", "document/close", {"document": "d1", "save": "never"}),
+            ("req", "session/restore", {"snapshot": "${SNAPSHOT}", "includeText": True}),
+            ("req", "document/undo", {"document": "d2"}),
+            ("req", "session/restore", {"snapshot": "${SNAPSHOT}"}),  # -32026: restored already
+            ("req", "session/restore", {"snapshot": "../journal"}),  # -32602: not a token
+            ("req", "session/discardSnapshot", {"snapshot": "0" * 32}),  # -32026
+            ("req", "session/snapshot", {}),
+            ("req", "session/discardSnapshot", {"snapshot": "${SNAPSHOT}"}),
+            ("req", "document/close", {"document": "d2", "save": "never"}),
+        ] + ENDED,
+    },
 }
 
 
@@ -351,6 +375,7 @@ def make(name: str, session: dict[str, Any]) -> None:
         live = str(root)
         next_id = 1
         last_versions: list[Any] = []
+        last_snapshot = "${SNAPSHOT}"
         try:
             for step in session["steps"]:
                 kind = step[0]
@@ -369,11 +394,13 @@ def make(name: str, session: dict[str, Any]) -> None:
                             params = {"document": "d1", "id": last_versions[step[1]]["id"], "version": step[2]}
                     message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
                     if params is not None:
-                        message["params"] = substitute(params, ROOT, live)
+                        message["params"] = substitute(substitute(params, ROOT, live), "${SNAPSHOT}", last_snapshot)
                     server.send_body(json.dumps(message).encode())
                     response = server.response_to(id)
                     if method == "document/versions" and "result" in response:
                         last_versions = response["result"]["versions"]
+                    if method == "session/snapshot" and "result" in response:
+                        last_snapshot = response["result"]["snapshot"]
                 elif kind == "note":
                     message = {"jsonrpc": "2.0", "method": step[1]}
                     if step[2] is not None:

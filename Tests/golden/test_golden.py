@@ -131,9 +131,10 @@ def test_golden_sessions_cover_every_method_and_error_code() -> None:
     client_methods = {name for name, m in METHODS.items() if m.get("x-direction") == "client-to-server"}
     assert client_methods - methods == set()
     # Not covered, as they depend on timing or on the server's arguments: -32012 (an edit during a
-    # revert), -32017 (a change on disk), -32021 (no state directory), -32800 (a cancellation that
-    # overtakes running work), -32603 (no method answers it).
-    assert ERROR_CODES - codes == {-32012, -32017, -32021, -32800, -32603}
+    # revert), -32017 (a change on disk), -32021 and -32027 (no usable state directory, or no
+    # journal: Tests/faults/test_handoff.py has it), -32800 (a cancellation that overtakes running
+    # work), -32603 (no method answers it).
+    assert ERROR_CODES - codes == {-32012, -32017, -32021, -32027, -32800, -32603}
 
 
 @pytest.mark.parametrize("file", GOLDEN, ids=lambda f: f.stem)

@@ -43,7 +43,8 @@ format (ETAG, TIMESTAMP, VERSION_ID) and replaced by the example's value (`norma
 same is done to the server's output and to the `<--` lines of the README's transcripts, as are the
 timings of `$/logTrace` (`normalise_timing`). A transcript shows the version ids of one run: where a
 `<--` line shows one, the runner pairs it with the server's id at the same place, and sends the
-server's id wherever a later `-->` line names the transcript's (`match_version_ids`).
+server's id wherever a later `-->` line names the transcript's (`match_version_ids`); the same for
+the token of a session snapshot (32 lowercase hexadecimal digits, README §8.23).
 
 Transcripts. Each ```transcript block of the README runs against a fresh server. Besides the wire
 lines it may hold these directives: `$ docsession ARGS` (first line: the server's arguments),
@@ -87,7 +88,8 @@ CLIENT_TO_SERVER = {
     "document/resolveConflict", "document/versions", "document/readVersion", "document/restoreVersion",
     "document/delete", "document/move", "document/rename", "workspace/import", "workspace/export",
     "workspace/query", "workspace/stopQuery", "document/recover", "document/discardRecovery",
-    "workspace/recoverable",
+    "workspace/recoverable", "document/setClientState", "session/snapshot", "session/restore",
+    "session/discardSnapshot",
 }
 SERVER_TO_CLIENT = {
     "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
@@ -138,6 +140,8 @@ ETAG = re.compile(r"[0-9a-f]+(-[0-9a-f]+)*")
 # The ids of kept versions (opaque to clients; the server makes them of the time, its process id and
 # a counter, so they differ from run to run). The dates of versions are TIMESTAMPs.
 VERSION_ID = re.compile(r"[0-9]+-[0-9]+-[0-9]+\.(?:saved|conflict)")
+# A session snapshot's token (README §8.23): random, paired like version ids.
+SNAPSHOT_TOKEN = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
 VOLATILE = {"modificationDate": TIMESTAMP, "etag": ETAG, "expectedEtag": ETAG, "date": TIMESTAMP}
 VOLATILE_TEXT = re.compile(r'"(modificationDate|etag|expectedEtag|date)":"([^"\\]*)"')
 
@@ -158,7 +162,8 @@ def normalise_timing(text: str) -> str:
 def normalise_volatile(value: Any, expected: Any) -> Any:
     """`value` (a result the server sent) with each volatile member checked against its format and
     replaced by the member at the same place in `expected`, where there is one. (An `id` inside a
-    result is a version's: volatile too. Responses' own ids are never passed here.)"""
+    result is a version's: volatile too, as is a `snapshot` token. Responses' own ids are never passed
+    here.)"""
     if isinstance(value, dict):
         result = {}
         for key, member in value.items():
@@ -168,6 +173,9 @@ def normalise_volatile(value: Any, expected: Any) -> Any:
                 result[key] = wanted if isinstance(wanted, str) else member
             elif key == "id" and isinstance(member, str) and VERSION_ID.fullmatch(member):
                 result[key] = wanted if isinstance(wanted, str) and VERSION_ID.fullmatch(wanted) else member
+            elif key == "snapshot" and isinstance(member, str) and SNAPSHOT_TOKEN.fullmatch(member):
+                # A session snapshot's token (README §8.23): random.
+                result[key] = wanted if isinstance(wanted, str) and SNAPSHOT_TOKEN.fullmatch(wanted) else member
             else:
                 result[key] = normalise_volatile(member, wanted)
         return result
@@ -1385,17 +1393,18 @@ def wait_for_versions(directory: Path, count: int, timeout: float = 10) -> None:
         time.sleep(0.01)
 
 
-def match_version_ids(expected: str, got: str, ids: dict[str, str]) -> str:
+def match_version_ids(expected: str, got: str, ids: dict[str, str], pattern: re.Pattern = VERSION_ID) -> str:
     """`got` (a line the server sent) with its version ids replaced by those at the same places in
     `expected` (a `<--` line), each pair recorded in `ids` (the transcript's id -> the server's), so
-    that later `-->` lines send the server's ids; an id seen before must be the same version again."""
-    shown, sent = VERSION_ID.findall(expected), VERSION_ID.findall(got)
+    that later `-->` lines send the server's ids; an id seen before must be the same version again.
+    `pattern` SNAPSHOT_TOKEN: the same for snapshot tokens."""
+    shown, sent = pattern.findall(expected), pattern.findall(got)
     if len(shown) != len(sent):
         return got  # the comparison fails, showing the difference
     for mine, theirs in zip(shown, sent):
         assert ids.setdefault(mine, theirs) == theirs, f"{mine} stands for {ids[mine]}, not {theirs}"
     mapping = dict(zip(sent, shown))
-    return VERSION_ID.sub(lambda m: mapping.get(m.group(0), m.group(0)), got)
+    return pattern.sub(lambda m: mapping.get(m.group(0), m.group(0)), got)
 
 
 def replay(lines: list[str]) -> None:
@@ -1411,7 +1420,8 @@ def replay(lines: list[str]) -> None:
         version_ids: dict[str, str] = {}
 
         def with_server_ids(text: str) -> str:
-            return VERSION_ID.sub(lambda m: version_ids.get(m.group(0), m.group(0)), text)
+            text = VERSION_ID.sub(lambda m: version_ids.get(m.group(0), m.group(0)), text)
+            return SNAPSHOT_TOKEN.sub(lambda m: version_ids.get(m.group(0), m.group(0)), text)
 
         def flush() -> None:
             nonlocal pending
@@ -1442,6 +1452,7 @@ def replay(lines: list[str]) -> None:
                     raise AssertionError(f"{where}: {error}") from None
                 validate_server_message(got.message)
                 got_text = match_version_ids(line[4:], got.body.decode("utf-8"), version_ids)
+                got_text = match_version_ids(line[4:], got_text, version_ids, SNAPSHOT_TOKEN)
                 got_text = normalise_volatile_text(normalise_timing(got_text))
                 assert got_text == normalise_volatile_text(normalise_timing(line[4:])), where
             elif line == "(end of input)":

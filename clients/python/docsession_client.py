@@ -76,6 +76,8 @@ OUTSIDE_ROOTS = -32022
 UNSAVED_CHANGES = -32023
 UNKNOWN_QUERY = -32024
 NO_RECOVERY = -32025
+NO_SNAPSHOT = -32026
+HANDOFF_UNAVAILABLE = -32027
 REQUEST_CANCELLED = -32800
 CONTENT_MODIFIED = -32801
 
@@ -695,6 +697,51 @@ class Client:
         file to have it offered)."""
         return self.request("workspace/recoverable", None, timeout)["journals"]
 
+    # -- handoff ------------------------------------------------------------------------
+
+    def set_client_state(self, document: Union["Document", str], state: Any, *,
+                         timeout: float = 10.0) -> None:
+        """``document/setClientState``: keeps ``state`` (any JSON value: a cursor, a selection, a
+        scroll position; at most 1 MiB as JSON) for the document, to have it back from `restore`;
+        ``None`` clears it."""
+        handle, _ = self._handle_of(document)
+        self.request("document/setClientState", {"document": handle, "state": state}, timeout)
+
+    def snapshot(self, *, timeout: float = 30.0) -> dict:
+        """``session/snapshot``: writes the open documents, their client states and their unsaved
+        work (a copy of each journal) into a snapshot under the server's state directory. Returns
+        ``{snapshot, documents}``: the token for `restore`, and each document's ``{uri, version,
+        hasUnsavedChanges}``. Raises `RpcError` ``HANDOFF_UNAVAILABLE`` (-32027) without a usable
+        state directory."""
+        return self.request("session/snapshot", None, timeout)
+
+    def restore(self, snapshot: str, *, timeout: float = 60.0) -> list[dict]:
+        """``session/restore``: opens the snapshot's documents again (in this server or another with
+        the same state directory), recovers their unsaved work with its undo history, and removes
+        the snapshot. Returns one dict per document, in the snapshot's order: ``{uri, document,
+        clientState, recovered, error}``, ``document`` being a `Document` (None when the file could
+        not be opened: ``error`` says why, and its unsaved work waits in `recoverable`). Raises
+        `RpcError` ``NO_SNAPSHOT`` (-32026), ``HANDOFF_UNAVAILABLE`` (-32027)."""
+
+        def hook(result: dict) -> None:
+            for entry in result["documents"]:
+                if entry.get("document") is not None:
+                    self._adopt(entry["document"])
+
+        result = self.request("session/restore", {"snapshot": snapshot}, timeout, hook=hook)
+        entries = []
+        for entry in result["documents"]:
+            entry = dict(entry)
+            if entry.get("document") is not None:
+                entry["document"] = self._adopt(entry["document"])
+            entries.append(entry)
+        return entries
+
+    def discard_snapshot(self, snapshot: str, *, timeout: float = 10.0) -> None:
+        """``session/discardSnapshot``: removes a snapshot not restored, with the unsaved work it
+        holds. Raises `RpcError` ``NO_SNAPSHOT`` (-32026)."""
+        self.request("session/discardSnapshot", {"snapshot": snapshot}, timeout)
+
     def _adopt(self, info: dict) -> "Document":
         # Runs first as a hook on the reader thread (so notifications that follow find the
         # document), then again in the caller, which finds it registered.
@@ -979,3 +1026,7 @@ class Document:
     def discard_recovery(self, timeout: float = 10.0) -> None:
         """`Client.discard_recovery` of this document."""
         self.client.discard_recovery(self, timeout=timeout)
+
+    def set_client_state(self, state: Any, timeout: float = 10.0) -> None:
+        """`Client.set_client_state` of this document."""
+        self.client.set_client_state(self, state, timeout=timeout)

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from docsession_client import (  # noqa: E402
-    NO_RECOVERY, UNKNOWN_DOCUMENT, UNSAVED_CHANGES, Client, ConnectionClosed, Document, RpcError,
+    NO_RECOVERY, NO_SNAPSHOT, UNKNOWN_DOCUMENT, UNSAVED_CHANGES, Client, ConnectionClosed, Document, RpcError,
     apply_text_edits, default_binary, make_range, offset_to_position, path_to_uri,
     position_to_offset,
 )
@@ -597,6 +597,42 @@ def test_recovery_after_a_crash(start, tmp_path: Path, encoding: str) -> None:
     doc2.redo()
     doc2.save()
     assert f.read_text(encoding="utf-8") == "Hello, there!\nSecond line 😀\n"
+
+
+def test_handoff_to_another_server(start, tmp_path: Path) -> None:
+    """A snapshot taken by one client, restored by another server: the unsaved text with its
+    undo history, and each document's client state."""
+    f, g = tmp_path / "h.txt", tmp_path / "clean.txt"
+    write(f, "Hello, world!\n")
+    write(g, "untouched\n")
+    c = start(encoding="utf-8")
+    assert c.capabilities["handoff"] is True
+    doc = c.open(f)
+    doc.replace(0, 5, "Howdy", label="Greet")
+    doc.set_client_state({"cursor": [0, 5]})
+    c.set_client_state(c.open(g).handle, "top")
+    taken = c.snapshot()
+    assert [(d["uri"], d["hasUnsavedChanges"]) for d in taken["documents"]] == [(path_to_uri(f), True), (path_to_uri(g), False)]
+    c.shutdown()
+
+    c2 = start(encoding="utf-8")
+    mine, clean = c2.restore(taken["snapshot"])
+    assert mine["error"] is None and mine["clientState"] == {"cursor": [0, 5]}
+    restored = mine["document"]
+    assert isinstance(restored, Document) and restored.text == restored.read() == "Howdy, world!\n"
+    assert restored.version == doc.version and restored.has_unsaved_changes is True
+    assert mine["recovered"]["inConflict"] is False
+    assert clean["recovered"] is None and clean["clientState"] == "top" and clean["document"].text == "untouched\n"
+    restored.undo()
+    assert restored.text == restored.read() == "Hello, world!\n" and restored.has_unsaved_changes is False
+    with pytest.raises(RpcError) as e:
+        c2.restore(taken["snapshot"])
+    assert e.value.code == NO_SNAPSHOT and e.value.data == {"snapshot": taken["snapshot"]}
+    other = c2.snapshot()["snapshot"]
+    c2.discard_snapshot(other)
+    with pytest.raises(RpcError) as e:
+        c2.discard_snapshot(other)
+    assert e.value.code == NO_SNAPSHOT
 
 
 def test_recovery_errors_and_discard(start, tmp_path: Path) -> None:
