@@ -49,6 +49,14 @@ def uri(path: Path) -> str:
     return "file://" + str(path)
 
 
+def rewrite(path: Path, text: str) -> None:
+    """Another program writes `text` over the file in place, in one write (no O_TRUNC, a truncation
+    after only when shorter), so the watcher never sees an empty file in between."""
+    with open(path, "r+b") as out:
+        out.write(text.encode())
+        out.truncate()
+
+
 def offset(text: str, position: dict[str, int]) -> int:
     lines = text.split("\n")
     line = position["line"]
@@ -230,7 +238,7 @@ def test_an_external_rewrite_of_a_clean_buffer_comes_as_apply_edit(place: Path) 
     try:
         editor.open(path)
         editor.sync()
-        path.write_text("alpha\nBETA\ngamma\ndelta\n")
+        rewrite(path, "alpha\nBETA\ngamma\ndelta\n")
         request = editor.next_request("workspace/applyEdit")
         assert request["id"].startswith("ds-")
         assert request["params"]["label"] == "Reloaded from disk"
@@ -241,7 +249,7 @@ def test_an_external_rewrite_of_a_clean_buffer_comes_as_apply_edit(place: Path) 
         assert editor.text(path) == "alpha\nBETA\ngamma\ndelta\n"
         editor.sync()
         # The buffer took the file as synced: a second rewrite is a reload again, not a conflict.
-        path.write_text("alpha\nBETA\ngamma\ndelta\nepsilon\n")
+        rewrite(path, "alpha\nBETA\ngamma\ndelta\nepsilon\n")
         request = editor.next_request("workspace/applyEdit")
         editor.apply(request)
         assert editor.text(path) == path.read_text()
@@ -258,11 +266,11 @@ def test_the_editors_own_save_is_not_an_external_change(place: Path) -> None:
         editor.open(path)
         editor.type_at_end(path, "second\n")
         editor.sync()
-        path.write_text(editor.text(path))  # the editor writes the file itself
+        rewrite(path, editor.text(path))  # the editor writes the file itself
         editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
         editor.sync()
         # Clean again: another program's rewrite is reloaded, without a question.
-        path.write_text("first\nsecond\nthird\n")
+        rewrite(path, "first\nsecond\nthird\n")
         request = editor.next_request("workspace/applyEdit")
         assert request["params"]["label"] == "Reloaded from disk"
         editor.apply(request)
@@ -277,7 +285,7 @@ def conflict(place: Path, editor: Editor, path: Path, mine: str, theirs: str) ->
     editor.open(path)
     editor.change(path, [{"text": mine}], mine)
     editor.sync()
-    path.write_text(theirs)
+    rewrite(path, theirs)
     diagnostics = editor.next_notification("textDocument/publishDiagnostics")
     assert diagnostics["params"]["uri"] == uri(path)
     (diagnostic,) = diagnostics["params"]["diagnostics"]
@@ -334,7 +342,7 @@ def test_take_theirs_makes_the_buffer_clean(place: Path) -> None:
         editor.apply(editor.next_request("workspace/applyEdit"))
         assert editor.text(path) == "theirs\n"
         assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
-        path.write_text("theirs again\n")
+        rewrite(path, "theirs again\n")
         editor.apply(editor.next_request("workspace/applyEdit"))
         assert editor.text(path) == "theirs again\n"
     finally:
