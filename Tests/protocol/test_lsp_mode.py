@@ -411,3 +411,99 @@ def test_did_close_drops_the_journal_of_discarded_edits(place: Path) -> None:
         assert again.client.call("workspace/recoverable")["journals"] == []
     finally:
         again.client.kill()
+
+
+def test_a_file_deleted_on_disk_is_a_diagnostic_until_the_editor_writes_it_again(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("kept text\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        path.unlink()
+        diagnostics = editor.next_notification("textDocument/publishDiagnostics")
+        (diagnostic,) = diagnostics["params"]["diagnostics"]
+        assert "deleted on disk" in diagnostic["message"] and diagnostic["severity"] == 2
+        # The editor writes the file again: the diagnostic goes.
+        path.write_text(editor.text(path))
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+        assert not [m for m in editor.seen if m.get("method") in ("workspace/applyEdit", "window/showMessageRequest")]
+    finally:
+        editor.client.kill()
+
+
+def test_revert_and_restore_version_go_through_apply_edit(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("version one\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.change(path, [{"text": "version two\n"}], "version two\n")
+        editor.sync()
+        rewrite(path, "version two\n")  # the editor writes
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.sync()
+        editor.change(path, [{"text": "unsaved three\n"}], "unsaved three\n")
+        response = editor.command("docsession.revert", uri(path))  # applies the applyEdit on the way
+        assert response["result"] == {"applied": True}, response
+        assert editor.text(path) == "version two\n"
+        assert [m for m in editor.client.sent if m.get("id") == "ds-1"] == [{"jsonrpc": "2.0", "id": "ds-1", "result": {"applied": True}}]
+        # Reverted is clean: another program's rewrite is reloaded without a question.
+        editor.sync()
+        rewrite(path, "version two, from elsewhere\n")
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "version two, from elsewhere\n"
+        # The saved version kept by didSave comes back by restoreVersion.
+        versions = wait_until(lambda: editor.command("docsession.versions", uri(path))["result"]["versions"], 20, "a kept version")
+        response = editor.command("docsession.restoreVersion", uri(path), versions[0]["id"])
+        assert response["result"] == {"applied": True}, response
+        assert editor.text(path) == "version two\n"
+        bad = editor.command("docsession.restoreVersion", uri(path), "no-such-version")
+        assert bad["error"]["code"] == -32020, bad
+    finally:
+        editor.client.kill()
+
+
+def test_a_recovery_can_be_discarded_or_put_off(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("base\n")
+    editor = Editor(place)
+    editor.open(path)
+    editor.type_at_end(path, "lost?\n")
+    editor.sync()
+    wait_until(lambda: journal_holds(place, "lost?"), 20, "the journal")
+    os.kill(editor.client.process.pid, signal.SIGKILL)
+    editor.client.kill()
+
+    later = Editor(place)
+    try:
+        later.open(path)
+        later.answer(later.next_request("window/showMessageRequest"), {"title": "Not now"})
+        later.sync()
+        assert later.text(path) == "base\n" and len(later.client.call("workspace/recoverable")["journals"]) == 1
+    finally:
+        later.client.kill()
+    discard = Editor(place)
+    try:
+        discard.open(path)
+        discard.answer(discard.next_request("window/showMessageRequest"), {"title": "Discard"})
+        wait_until(lambda: discard.client.call("workspace/recoverable")["journals"] == [], 20, "the journal to go")
+        assert not [m for m in discard.seen if m.get("method") == "workspace/applyEdit"]
+    finally:
+        discard.client.kill()
+
+
+def test_without_the_lsp_mode_the_text_document_notifications_are_ignored(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("plain\n")
+    client = RpcClient(need_binary(), args=("--state-dir", str(place / "state")))
+    try:
+        client.initialize({})
+        client.notify("initialized")
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": uri(path), "languageId": "plaintext", "version": 1, "text": "other\n"}})
+        opened = client.call("document/open", {"uri": uri(path)})
+        assert opened["text"] == "plain\n" and opened["hasUnsavedChanges"] is False
+        assert "the client did not ask for the LSP mode" in wait_until(lambda: client.stderr if "LSP mode" in client.stderr else None)
+    finally:
+        client.kill()
