@@ -47,6 +47,47 @@ extension DocumentStore {
         return edits
     }
 
+    /// Applies an editor's changes (`textDocument/didChange`), all or nothing. When a reload
+    /// proposed to the editor waits (``takeReloadIfReached(_:)``), or the caller watches for a
+    /// text it proposed (`watching`), the text after each change is compared with it: an editor
+    /// sends its changes in batches (Neovim holds them back for a while), so the text may pass
+    /// through the one awaited within a batch and go on. The batch is then applied in two steps,
+    /// the reload taken as synced between them (the changes after it stay unsaved). Answers whether
+    /// the text was `watching` after one of the changes.
+    public func applyEditorChanges(
+        _ handle: String, _ changes: [TextEdit], encoding: PositionEncoding, watching: TextBuffer?
+    ) throws(DocumentError) -> Bool {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        let pending = presenter.pendingReloads[handle]?.text
+        guard pending != nil || watching != nil else {
+            _ = try edit(handle, version: document.version, edits: changes, encoding: encoding, label: nil, merge: false)
+            return false
+        }
+        // Every change is checked on a copy before any applies: a bad one changes nothing.
+        var copy = document.buffer
+        var reloadAt: Int? = nil
+        var reached = false
+        for (index, change) in changes.enumerated() {
+            do throws(TextBufferError) {
+                _ = try copy.apply(edits: [change], encoding: encoding)
+            } catch {
+                throw .invalidText(error)
+            }
+            if let pending, reloadAt == nil, copy.utf8Count == pending.utf8Count, copy == pending { reloadAt = index + 1 }
+            if let watching, !reached, copy.utf8Count == watching.utf8Count, copy == watching { reached = true }
+        }
+        guard let split = reloadAt else {
+            _ = try edit(handle, version: document.version, edits: changes, encoding: encoding, label: nil, merge: false)
+            return reached
+        }
+        _ = try edit(handle, version: document.version, edits: Array(changes[..<split]), encoding: encoding, label: nil, merge: false)
+        takeReloadIfReached(handle)
+        if split < changes.count, let now = documents[handle] {
+            _ = try edit(handle, version: now.version, edits: Array(changes[split...]), encoding: encoding, label: nil, merge: false)
+        }
+        return reached
+    }
+
     /// Whether a reload proposed to the editor is waiting for the document's text to reach it.
     public func hasPendingReload(_ handle: String) -> Bool { presenter.pendingReloads[handle] != nil }
 
@@ -94,9 +135,9 @@ extension DocumentStore {
     /// The editor wrote the document's file itself (`textDocument/didSave`): the file is read off
     /// the actor (after any check of the presenter running on the document), and the document
     /// takes its identity and text as synced, so that the editor's save is never taken for a
-    /// change by another program; it is clean when the file holds its text (else its changes since
-    /// stay unsaved). Any conflict is over (the editor chose to write its text), and the text is
-    /// kept as a saved version.
+    /// change by another program; it is clean when the file holds its text, or later, when the
+    /// editor's changes bring it there (it may send them after didSave). Any conflict is over (the
+    /// editor chose to write its text), and the text is kept as a saved version.
     public func editorSaved(_ handle: String) async throws(DocumentError) {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
         await acquire(handle)
@@ -119,7 +160,9 @@ extension DocumentStore {
             if clean { document.history.markClean() } else { document.history.forgetCleanPoint() }
         }
         presenter.conflicts[handle] = nil
-        presenter.pendingReloads[handle] = nil
+        // Not the buffer's text yet: an editor may send didSave before the changes it wrote (Neovim
+        // holds changes back for a while), so the document is clean when they bring it there.
+        presenter.pendingReloads[handle] = clean ? nil : DiskVersion(text: text, identity: file.identity, loaded: file, error: nil)
         refreshLocator(handle)
         noteAttributes(handle)
         keepVersion(of: path, kind: .saved, text: text)

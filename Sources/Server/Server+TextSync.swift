@@ -142,15 +142,15 @@ extension Server {
     func didChange(_ params: DidChangeTextDocumentNotification) async {
         let uri = params.document.uri
         guard let mirror = editorSync.mirrors[uri] else { return ignore(params, "\(uri) is not open (no didOpen)") }
+        let reached: Bool
         do throws(DocumentError) {
-            let current = try await store.document(mirror.handle).version
-            _ = try await store.edit(mirror.handle, version: current, edits: params.changes, encoding: positionEncoding, label: nil, merge: false)
+            reached = try await store.applyEditorChanges(
+                mirror.handle, params.changes, encoding: positionEncoding, watching: mirror.expectation?.text)
         } catch {
             return ignore(params, Self.responseError(error, id: .null, field: "params.contentChanges").message)
         }
         editorSync.mirrors[uri]?.editorVersion = params.version
-        await store.takeReloadIfReached(mirror.handle)
-        await checkExpectation(uri)
+        if reached { await expectationReached(uri) }
     }
 
     /// `textDocument/willSave`: nothing to do before the editor writes (its `didSave` follows).
@@ -209,10 +209,11 @@ extension Server {
         }
     }
 
-    /// The session reached a text proposed to the editor: what waited for it is done.
-    private func checkExpectation(_ uri: String) async {
-        guard let mirror = editorSync.mirrors[uri], let expectation = mirror.expectation,
-              let document = try? await store.document(mirror.handle), document.buffer == expectation.text else { return }
+    /// The session reached a text proposed to the editor: what waited for it is done (the text may
+    /// have gone on since, within the same batch of the editor's changes: the resolution keeps the
+    /// text it has, the changes after the one proposed are unsaved edits like any).
+    private func expectationReached(_ uri: String) async {
+        guard let mirror = editorSync.mirrors[uri], let expectation = mirror.expectation else { return }
         editorSync.mirrors[uri]?.expectation = nil
         do throws(DocumentError) {
             switch expectation.action {
@@ -234,7 +235,7 @@ extension Server {
             let edits = try await store.edits(handle, toward: target, encoding: positionEncoding)
             editorSync.mirrors[uri]?.expectation = Expectation(text: target, action: action)
             if edits.isEmpty {
-                await checkExpectation(uri)
+                await expectationReached(uri)
                 return true
             }
             let applied = await applyEdit(uri, edits, label: label)

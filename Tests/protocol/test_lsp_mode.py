@@ -507,3 +507,43 @@ def test_without_the_lsp_mode_the_text_document_notifications_are_ignored(place:
         assert "the client did not ask for the LSP mode" in wait_until(lambda: client.stderr if "LSP mode" in client.stderr else None)
     finally:
         client.kill()
+
+
+def test_changes_sent_in_batches_still_take_the_reload_and_the_save(place: Path) -> None:
+    """An editor holds its changes back for a while (Neovim: 150 ms) and sends them together: the
+    reload applied and a line typed after it come in one didChange, and a didSave may come before
+    the changes it wrote."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("one\ntwo\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        rewrite(path, "one\ntwo\nthree\n")
+        request = editor.next_request("workspace/applyEdit")
+        reloaded = apply_lsp_edits(editor.text(path), request["params"]["edit"]["documentChanges"][0]["edits"])
+        editor.answer(request, {"applied": True})
+        # One didChange: the reload's edit, then a line typed after it.
+        editor.change(path, [{"range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "text": "three\n"},
+                             {"range": {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 0}}, "text": "typed\n"}],
+                      reloaded + "typed\n")
+        editor.sync()
+        # The file is the synced one: the server's save writes over it without a conflict.
+        response = editor.command("docsession.save", uri(path))
+        assert "result" in response, response
+        assert path.read_text() == "one\ntwo\nthree\ntyped\n"
+
+        # didSave before the changes it wrote: the editor typed, wrote the file, and its change
+        # comes after the didSave.
+        typed = editor.text(path) + "four\n"
+        rewrite(path, typed)
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.change(path, [{"range": {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": 0}}, "text": "four\n"}], typed)
+        editor.sync()
+        # Clean: another program's rewrite is a reload, not a conflict.
+        rewrite(path, typed + "five\n")
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == typed + "five\n"
+        assert not [m for m in editor.seen if m.get("method") in ("window/showMessageRequest", "textDocument/publishDiagnostics")]
+    finally:
+        editor.client.kill()
