@@ -138,7 +138,11 @@ extension DocumentStore {
     /// change by another program; it is clean when the file holds its text, or later, when the
     /// editor's changes bring it there (it may send them after didSave). Any conflict is over (the
     /// editor chose to write its text), and the text is kept as a saved version.
-    public func editorSaved(_ handle: String) async throws(DocumentError) {
+    ///
+    /// `takingItsText`: the document no longer holds the editor's text (a change was refused), and
+    /// the file the editor just wrote is its text: the document takes it (one undoable step) and is
+    /// clean.
+    public func editorSaved(_ handle: String, takingItsText: Bool = false) async throws(DocumentError) {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
         await acquire(handle)
         defer { release(handle) }
@@ -154,8 +158,11 @@ extension DocumentStore {
         case .success(let found): (text, file, equal) = found
         case .failure(let error): throw error
         }
-        let clean = now.buffer.isIdentical(to: current) ? equal : now.buffer == text
+        let clean = takingItsText || (now.buffer.isIdentical(to: current) ? equal : now.buffer == text)
+        let steps = takingItsText && !(now.buffer.isIdentical(to: current) && equal) ? TextDiff.edits(from: now.buffer, to: text) : []
+        let positions = presenter.positionEncoding
         change(handle, reason: .saved, always: true) { document in
+            _ = Self.applyStep(steps, to: &document, label: "Editor's text", encoding: positions)
             self.sync(&document, text: text, file: file)
             if clean { document.history.markClean() } else { document.history.forgetCleanPoint() }
         }

@@ -67,7 +67,9 @@ struct DidChangeTextDocumentNotification: NotificationType {
     static let method = "textDocument/didChange"
     var document: EditorDocument
     var version: Int64
-    var changes: [TextEdit]
+    /// The changes, or why they cannot be read: the buffer is known, and a change it made is lost
+    /// to the session (its handler marks the mirror as no longer exact).
+    var changes: Result<[TextEdit], ResponseError>
 
     init(params rawParams: JSONValue?) throws(ResponseError) {
         let params = try Params(byName: rawParams, method: Self.method)
@@ -75,7 +77,11 @@ struct DidChangeTextDocumentNotification: NotificationType {
         document = try EditorDocument(identifier)
         version = try identifier.integer("version", in: Int64(Int32.min)...Int64(Int32.max))
         // `rangeLength` (deprecated in LSP) is not looked at: the range says what is replaced.
-        changes = try params.textEdits("contentChanges")
+        do throws(ResponseError) {
+            changes = .success(try params.textEdits("contentChanges"))
+        } catch {
+            changes = .failure(error)
+        }
     }
 }
 

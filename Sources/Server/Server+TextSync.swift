@@ -28,6 +28,10 @@ struct Mirror: Sendable {
     var diagnostic: String?
     /// Whether the user is being asked about a conflict now.
     var askingAboutConflict = false
+    /// A change of the editor's was refused (bad params): the session no longer holds the editor's
+    /// text, and later changes, made against that text, are not applied until the editor sends its
+    /// whole text (a change without a range) or writes the file (`didSave`: the file is its text).
+    var diverged = false
 }
 
 /// A text proposed to the editor (`workspace/applyEdit`), and what its arrival completes.
@@ -142,13 +146,33 @@ extension Server {
     func didChange(_ params: DidChangeTextDocumentNotification) async {
         let uri = params.document.uri
         guard let mirror = editorSync.mirrors[uri] else { return ignore(params, "\(uri) is not open (no didOpen)") }
+        var changes: [TextEdit]
+        switch params.changes {
+        case .success(let read): changes = read
+        case .failure(let error):
+            editorSync.mirrors[uri]?.diverged = true
+            return ignore(params, error.message + " (the buffer is not mirrored exactly until the editor sends its whole text or saves)")
+        }
+        if mirror.diverged {
+            // Only the editor's whole text brings the session back: the changes from the last one
+            // without a range on.
+            guard let whole = changes.lastIndex(where: { $0.range == nil }) else {
+                editorSync.mirrors[uri]?.editorVersion = params.version
+                return ignore(params, "\(uri) is not mirrored exactly since a change was refused: waiting for the whole text or didSave")
+            }
+            changes = Array(changes[whole...])
+        }
         let reached: Bool
         do throws(DocumentError) {
             reached = try await store.applyEditorChanges(
-                mirror.handle, params.changes, encoding: positionEncoding, watching: mirror.expectation?.text)
+                mirror.handle, changes, encoding: positionEncoding, watching: mirror.expectation?.text)
         } catch {
-            return ignore(params, Self.responseError(error, id: .null, field: "params.contentChanges").message)
+            editorSync.mirrors[uri]?.diverged = true
+            return ignore(
+                params, Self.responseError(error, id: .null, field: "params.contentChanges").message
+                    + " (the buffer is not mirrored exactly until the editor sends its whole text or saves)")
         }
+        editorSync.mirrors[uri]?.diverged = false
         editorSync.mirrors[uri]?.editorVersion = params.version
         if reached { await expectationReached(uri) }
     }
@@ -164,7 +188,9 @@ extension Server {
     func didSave(_ params: DidSaveTextDocumentNotification) async {
         guard let mirror = editorSync.mirrors[params.document.uri] else { return ignore(params, "\(params.document.uri) is not open (no didOpen)") }
         do throws(DocumentError) {
-            try await store.editorSaved(mirror.handle)
+            // After a refused change the file is the editor's text: the session takes it.
+            try await store.editorSaved(mirror.handle, takingItsText: mirror.diverged)
+            editorSync.mirrors[params.document.uri]?.diverged = false
         } catch {
             logger.warning("\(DidSaveTextDocumentNotification.method): \(params.document.uri): the file written could not be read back: \(error)")
         }

@@ -547,3 +547,38 @@ def test_changes_sent_in_batches_still_take_the_reload_and_the_save(place: Path)
         assert not [m for m in editor.seen if m.get("method") in ("window/showMessageRequest", "textDocument/publishDiagnostics")]
     finally:
         editor.client.kill()
+
+
+def test_after_a_refused_change_the_whole_text_or_a_save_brings_the_mirror_back(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("abc\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        # A change the server cannot apply (a position inside nothing it knows: an encoding the
+        # editor got wrong), then changes made against the editor's text.
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(path), "version": 2}, "contentChanges": [
+            {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": "x"}}, "text": "X"}]})
+        editor.buffers[uri(path)] = ("Xbc\n", 2)
+        editor.type_at_end(path, "more\n")
+        editor.sync()
+        stderr = wait_until(lambda: editor.client.stderr if "waiting for the whole text" in editor.client.stderr else None, what="the warnings")
+        assert "params.contentChanges[0].range.end.character" in stderr and "not mirrored exactly" in stderr
+        # The editor writes its text: didSave makes the file the buffer's text.
+        rewrite(path, editor.text(path))
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.type_at_end(path, "after\n")
+        editor.sync()
+        editor.command("docsession.save", uri(path))
+        assert path.read_text() == "Xbc\nmore\nafter\n"
+        # A whole text brings it back too.
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(path), "version": 9}, "contentChanges": [
+            {"range": {"start": {"line": 9, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "backwards"}]})
+        editor.change(path, [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "lost "},
+                             {"text": "whole\n"}, {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "text": "end\n"}],
+                      "whole\nend\n")
+        editor.sync()
+        editor.command("docsession.save", uri(path))
+        assert path.read_text() == "whole\nend\n"
+    finally:
+        editor.client.kill()
