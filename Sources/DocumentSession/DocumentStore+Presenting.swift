@@ -219,7 +219,10 @@ extension DocumentStore {
         // not the link, and a save must write the moved file rather than make a new one where the
         // link points. The kernel's path comes first there: inotify's is spelled after the
         // link's target, which may hold `..`.
-        if now == nil, let locator = presenter.locators[handle], seen.map(locator.holds) ?? document.deletedOnDisk {
+        // A document an editor owns is its buffer's file, by name: it does not follow the file (the
+        // editor writes where the buffer's name says), and a move is a deletion for it.
+        if now == nil, !mirrored.contains(handle), let locator = presenter.locators[handle],
+           seen.map(locator.holds) ?? document.deletedOnDisk {
             var destination: String? = nil
             if isSymlinked(document.path) { destination = locator.currentPath }
             if destination == nil, let hinted, let there = FileIdentity.current(path: hinted), locator.holds(there) {

@@ -230,9 +230,30 @@ extension Server {
             if event.reason == .externalChange, event.state.contains(.inConflict) {
                 Task { await self.offerResolution(uri) }
             }
+            if let message = Self.logMessage(event) { logMessage(.warning, message) }
         case .textChanged, .moved:
+            // A mirrored document does not follow moves (a move is a deletion for it).
             logger.debug("\(uri): \(event.reason) (not sent: the editor owns the buffer)")
         }
+    }
+
+    /// The rest of what the session has to say about a mirrored buffer, for `window/logMessage`:
+    /// failures and changes of the file that are not the buffer's text.
+    static func logMessage(_ event: DocumentEvent) -> String? {
+        let name = Document.displayName(forPath: event.path)
+        let why = event.error.map { ": \(responseError($0, id: .null).message)" } ?? ""
+        switch event.reason {
+        case .journalFailed: return "\(name): unsaved changes are not journaled for now\(why)"
+        case .saveFailed: return "\(name): the save failed\(why)"
+        case .attributesChanged:
+            return event.readOnly == true ? "\(name): the file can no longer be written" : "\(name): the file's permissions or attributes changed"
+        default: return nil
+        }
+    }
+
+    /// `window/logMessage`.
+    func logMessage(_ type: MessageType, _ message: String) {
+        writer.send(Notification(method: "window/logMessage", params: ["type": .integer(type.rawValue), "message": .string(message)]))
     }
 
     /// The session reached a text proposed to the editor: what waited for it is done (the text may

@@ -210,6 +210,7 @@ public actor Server: MessageHandler {
     public static let serverNotifications: Set<String> = [
         "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
         "workspace/didChangeFiles", "textDocument/publishDiagnostics", "window/showMessage",
+        "window/logMessage",
     ]
 
     // MARK: - MessageHandler

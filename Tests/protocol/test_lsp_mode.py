@@ -582,3 +582,26 @@ def test_after_a_refused_change_the_whole_text_or_a_save_brings_the_mirror_back(
         assert path.read_text() == "whole\nend\n"
     finally:
         editor.client.kill()
+
+
+def test_a_move_is_a_deletion_for_a_buffer_and_attributes_go_to_the_log(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("text\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        os.chmod(path, 0o600)
+        logged = editor.next_notification("window/logMessage")
+        assert logged["params"] == {"type": 2, "message": "notes.txt: the file's permissions or attributes changed"}
+        # Renamed by another program: the buffer is its file by name, so the file is gone for it.
+        path.rename(place / "docs" / "renamed.txt")
+        (diagnostic,) = editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"]
+        assert "deleted on disk" in diagnostic["message"]
+        # The editor writes the buffer where its name says: the file is back.
+        path.write_text(editor.text(path))
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+        assert (place / "docs" / "renamed.txt").read_text() == "text\n"
+    finally:
+        editor.client.kill()

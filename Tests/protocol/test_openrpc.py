@@ -97,6 +97,7 @@ SERVER_TO_CLIENT = {
     "workspace/didChangeFiles",
     # The LSP mode (README §12): two requests of the server's and two notifications.
     "workspace/applyEdit", "window/showMessageRequest", "textDocument/publishDiagnostics", "window/showMessage",
+    "window/logMessage",
 }
 
 # The named params types in components.schemas, which must say the same as the content descriptors.
@@ -143,6 +144,7 @@ PARAMS_TYPES = {
     "window/showMessageRequest": "ShowMessageRequestParams",
     "textDocument/publishDiagnostics": "PublishDiagnosticsParams",
     "window/showMessage": "ShowMessageParams",
+    "window/logMessage": "LogMessageParams",
 }
 
 TIMING = re.compile(r"Processing request took [0-9.e+-]+ms")
