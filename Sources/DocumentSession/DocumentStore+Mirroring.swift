@@ -61,6 +61,7 @@ extension DocumentStore {
         let pending = presenter.pendingReloads[handle]?.text
         guard pending != nil || watching != nil else {
             _ = try edit(handle, version: document.version, edits: changes, encoding: encoding, label: nil, merge: false)
+            settleIfSynced(handle)
             return false
         }
         // Every change is checked on a copy before any applies: a bad one changes nothing.
@@ -78,6 +79,7 @@ extension DocumentStore {
         }
         guard let split = reloadAt else {
             _ = try edit(handle, version: document.version, edits: changes, encoding: encoding, label: nil, merge: false)
+            settleIfSynced(handle)
             return reached
         }
         _ = try edit(handle, version: document.version, edits: Array(changes[..<split]), encoding: encoding, label: nil, merge: false)
@@ -86,6 +88,16 @@ extension DocumentStore {
             _ = try edit(handle, version: now.version, edits: Array(changes[split...]), encoding: encoding, label: nil, merge: false)
         }
         return reached
+    }
+
+    /// The editor's text is the file's again (its own undo back to the file, a reload of its own,
+    /// a line typed and deleted): the document is clean, as the editor is. Compared only when the
+    /// lengths are equal.
+    func settleIfSynced(_ handle: String) {
+        guard let document = documents[handle], document.hasUnsavedChanges, !document.deletedOnDisk,
+              !document.state.contains(.inConflict), presenter.conflicts[handle] == nil,
+              document.buffer.utf8Count == document.syncedText.utf8Count, document.buffer == document.syncedText else { return }
+        change(handle, reason: .edited) { $0.history.markClean() }
     }
 
     /// Whether a reload proposed to the editor is waiting for the document's text to reach it.
