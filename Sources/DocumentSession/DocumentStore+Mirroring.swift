@@ -100,6 +100,9 @@ extension DocumentStore {
         change(handle, reason: .edited) { $0.history.markClean() }
     }
 
+    /// The file's text a reload proposed to the editor waits for, if one does.
+    public func pendingReloadText(_ handle: String) -> TextBuffer? { presenter.pendingReloads[handle]?.text }
+
     /// Whether a reload proposed to the editor is waiting for the document's text to reach it.
     public func hasPendingReload(_ handle: String) -> Bool { presenter.pendingReloads[handle] != nil }
 

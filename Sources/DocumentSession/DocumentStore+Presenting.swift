@@ -317,6 +317,7 @@ extension DocumentStore {
                 document.history.markClean()
             }
             presenter.conflicts[handle] = nil
+            presenter.pendingReloads[handle] = nil
             refreshLocator(handle)
             hashInBackground(handle, buffer: buffer, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
             return

@@ -28,6 +28,17 @@ struct Mirror: Sendable {
     var diagnostic: String?
     /// Whether the user is being asked about a conflict now.
     var askingAboutConflict = false
+    /// How many reloads were proposed by the store: a proposal is sent only when no newer one
+    /// came within ``Server/reloadSettling``.
+    var reloadProposals = 0
+    /// A `workspace/applyEdit` was applied and the editor's change that follows has not come yet
+    /// (editors hold their changes back a while): its text is not known, and an edit worked out
+    /// against the session's would be against a version the editor has left (and skips).
+    var echoAwaited = false
+    /// The file's text the last reload sent aimed at: a buffer that holds it took that reload and
+    /// nothing else, even when the file changed again since (then the session, synced with the
+    /// file before, counts it as unsaved).
+    var lastReloadSent: TextBuffer?
     /// A change of the editor's was refused (bad params): the session no longer holds the editor's
     /// text, and later changes, made against that text, are not applied until the editor sends its
     /// whole text (a change without a range) or writes the file (`didSave`: the file is its text).
@@ -173,6 +184,7 @@ extension Server {
                     + " (the buffer is not mirrored exactly until the editor sends its whole text or saves)")
         }
         editorSync.mirrors[uri]?.diverged = false
+        editorSync.mirrors[uri]?.echoAwaited = false
         editorSync.mirrors[uri]?.editorVersion = params.version
         if reached { await expectationReached(uri) }
     }
@@ -223,8 +235,18 @@ extension Server {
     func mirrorEvent(_ event: DocumentEvent) async {
         guard let uri = editorSync.uriByHandle[event.handle] else { return }
         switch event.kind {
-        case .reloadProposed(let edits):
-            Task { _ = await self.applyEdit(uri, edits, label: "Reloaded from disk") }
+        case .reloadProposed:
+            // A program that writes a file in place may truncate it first: the watcher can see the
+            // empty file, then the text. Proposals are let settle, and only the last is sent, worked
+            // out against the buffer then (an editor skips edits of a version it has left behind, so
+            // two in flight would leave it with the first).
+            guard editorSync.mirrors[uri] != nil else { return }
+            editorSync.mirrors[uri]!.reloadProposals += 1
+            let serial = editorSync.mirrors[uri]!.reloadProposals
+            Task {
+                try? await Task.sleep(for: Self.reloadSettling)
+                await self.sendReload(uri, serial: serial)
+            }
         case .stateChanged:
             await refreshDiagnostic(uri)
             if event.reason == .externalChange, event.state.contains(.inConflict) {
@@ -254,6 +276,35 @@ extension Server {
     /// `window/logMessage`.
     func logMessage(_ type: MessageType, _ message: String) {
         writer.send(Notification(method: "window/logMessage", params: ["type": .integer(type.rawValue), "message": .string(message)]))
+    }
+
+    /// How long a reload proposed by the store waits for a newer one before it goes to the editor.
+    static let reloadSettling: Duration = .milliseconds(100)
+
+    /// Sends the reload the store proposes now, unless a newer proposal came, the buffer has
+    /// unsaved changes since (the editor's text is not proposed away), or none waits any more. While
+    /// the change that follows an edit applied before has not come, it waits for it (up to 3 s:
+    /// an editor that skipped the edit sends none).
+    private func sendReload(_ uri: String, serial: Int, tries: Int = 0) async {
+        guard let mirror = editorSync.mirrors[uri], mirror.reloadProposals == serial else { return }
+        if mirror.echoAwaited, tries < 30 {
+            Task {
+                try? await Task.sleep(for: Self.reloadSettling)
+                await self.sendReload(uri, serial: serial, tries: tries + 1)
+            }
+            return
+        }
+        guard let target = await store.pendingReloadText(mirror.handle),
+              let document = try? await store.document(mirror.handle),
+              !document.hasUnsavedChanges || mirror.lastReloadSent.map({ document.buffer == $0 }) == true else { return }
+        do throws(DocumentError) {
+            let edits = try await store.edits(mirror.handle, toward: target, encoding: positionEncoding)
+            guard editorSync.mirrors[uri]?.reloadProposals == serial else { return }
+            editorSync.mirrors[uri]?.lastReloadSent = target
+            _ = await applyEdit(uri, edits, label: "Reloaded from disk")
+        } catch {
+            logger.info("\(uri): the reload was not proposed: \(error)")
+        }
     }
 
     /// The session reached a text proposed to the editor: what waited for it is done (the text may
@@ -395,12 +446,15 @@ extension Server {
     func applyEdit(_ uri: String, _ edits: [TextEdit], label: String) async -> Bool {
         guard !edits.isEmpty, let version = editorSync.mirrors[uri]?.editorVersion else { return edits.isEmpty }
         let change: JSONValue = ["textDocument": ["uri": .string(uri), "version": .integer(version)], "edits": .array(edits.map(Self.lspJSON))]
+        editorSync.mirrors[uri]?.echoAwaited = true
         let answer = await sendRequest("workspace/applyEdit", ["label": .string(label), "edit": ["documentChanges": [change]]])
         switch answer {
         case .success(let result)?:
             if result["applied"] == .bool(true) { return true }
+            editorSync.mirrors[uri]?.echoAwaited = false
             logger.warning("workspace/applyEdit (\(label)) of \(uri) not applied: \(result["failureReason"]?.stringValue ?? "no reason given")")
         case .failure(let error)?:
+            editorSync.mirrors[uri]?.echoAwaited = false
             logger.warning("workspace/applyEdit (\(label)) of \(uri) failed: \(error.message)")
         case nil:
             logger.info("workspace/applyEdit (\(label)) of \(uri) not answered")

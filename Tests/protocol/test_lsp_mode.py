@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -603,5 +604,53 @@ def test_a_move_is_a_deletion_for_a_buffer_and_attributes_go_to_the_log(place: P
         editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
         assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
         assert (place / "docs" / "renamed.txt").read_text() == "text\n"
+    finally:
+        editor.client.kill()
+
+
+def test_a_rewrite_that_truncates_first_ends_in_the_whole_new_text(place: Path) -> None:
+    """`echo text > file` truncates the file, then writes: the watcher may see the empty file. The
+    editor gets the text the file ends with, not an empty buffer."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("old text\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        for text in ("new text\n", "newer text\n", "newest text\n"):
+            with open(path, "w") as out:  # O_TRUNC, then the write, as a slow writer makes them
+                out.flush()
+                time.sleep(0.08)  # the writer's pace, not a wait for the server
+                out.write(text)
+            while editor.text(path) != text:
+                editor.apply(editor.next_request("workspace/applyEdit"))
+        assert not [m for m in editor.seen if m.get("method") == "window/showMessageRequest"]
+    finally:
+        editor.client.kill()
+
+
+def test_a_reload_waits_for_the_change_that_follows_the_one_applied_before(place: Path) -> None:
+    """An editor answers `workspace/applyEdit` at once but sends the change that follows later
+    (Neovim holds changes back 150 ms): a second rewrite meanwhile must not be proposed against the
+    version the editor has left (an editor skips such an edit)."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("first\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        rewrite(path, "second\n")
+        request = editor.next_request("workspace/applyEdit")
+        (change,) = request["params"]["edit"]["documentChanges"]
+        text, version = editor.buffers[uri(path)]
+        applied = apply_lsp_edits(text, change["edits"])
+        editor.answer(request, {"applied": True})
+        editor.buffers[uri(path)] = (applied, version + 1)
+        rewrite(path, "third\n")
+        time.sleep(0.5)  # the editor's debounce, before its change goes out
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(path), "version": version + 1}, "contentChanges": [{"text": applied}]})
+        # The next proposal is against the editor's version now (Editor.apply checks it).
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "third\n"
     finally:
         editor.client.kill()
