@@ -328,6 +328,7 @@ extension Server {
     /// Proposes `target` to the editor: `expectation`'s action runs when the session reaches it.
     /// Answers whether the editor applied the edits.
     private func propose(_ uri: String, _ target: TextBuffer, _ action: Expectation.Action, label: String) async -> Bool {
+        await waitForEcho(uri)
         guard let handle = editorSync.mirrors[uri]?.handle else { return false }
         do throws(DocumentError) {
             let edits = try await store.edits(handle, toward: target, encoding: positionEncoding)
@@ -532,6 +533,7 @@ extension Server {
             let encoding = positionEncoding
             return .later { [weak self] in
                 do throws(DocumentError) {
+                    await self?.waitForEcho(uri)
                     let edits = try await store.proposeRevert(handle, encoding: encoding)
                     let applied = await self?.applyEdit(uri, edits, label: "Reverted to the file's text") ?? false
                     return .success(CommandResult(json: ["applied": .bool(applied)]))
@@ -553,8 +555,18 @@ extension Server {
         }
     }
 
+    /// Waits (up to 3 s) until the editor's change that follows an edit it applied has come, so
+    /// that the next edit is worked out against the buffer as the editor has it.
+    private func waitForEcho(_ uri: String) async {
+        for _ in 0..<30 {
+            guard editorSync.mirrors[uri]?.echoAwaited == true else { return }
+            try? await Task.sleep(for: Self.reloadSettling)
+        }
+    }
+
     /// Proposes a version's text to the editor (a restore, as an edit of the buffer).
     private func proposeVersion(_ uri: String, _ text: TextBuffer) async -> Bool {
+        await waitForEcho(uri)
         guard let handle = editorSync.mirrors[uri]?.handle else { return false }
         do throws(DocumentError) {
             let edits = try await store.edits(handle, toward: text, encoding: positionEncoding)
