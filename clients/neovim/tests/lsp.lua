@@ -198,6 +198,32 @@ case('kill -9 of the server during unsaved edits; the next open recovers them', 
   again.stop()
 end)
 
+case('a version restored by the command', function()
+  local dir, path = fresh('version one\n')
+  local client = start(dir)
+  local buf = open(client, path)
+  local uri = vim.uri_from_fname(path)
+  api.nvim_buf_set_lines(buf, 0, -1, false, { 'version two' })
+  vim.cmd('silent write')
+  -- The save is kept as a version in the background: asked (polled) until it is there.
+  local versions
+  for _ = 1, 200 do
+    local answer = client.request_sync('workspace/executeCommand', { command = 'docsession.versions', arguments = { uri } }, 10000, buf)
+    versions = answer and answer.result and answer.result.versions
+    if versions and #versions >= 1 then break end
+    vim.wait(100)
+  end
+  check(versions and #versions == 1, 'the saved version kept', vim.inspect(versions))
+  api.nvim_buf_set_lines(buf, 0, -1, false, { 'version three, unsaved' })
+  local restored = client.request_sync('workspace/executeCommand',
+    { command = 'docsession.restoreVersion', arguments = { uri, versions and versions[1].id } }, 10000, buf)
+  check(restored and restored.result and restored.result.applied == true, 'restoreVersion applied', vim.inspect(restored))
+  check(wait(function() return text_of(buf) == 'version two\n' end), 'the buffer holds the version', vim.inspect(text_of(buf)))
+  vim.bo[buf].modified = false
+  vim.cmd('silent bwipeout! ' .. buf)
+  client.stop()
+end)
+
 local ok, err = xpcall(function()
   for _, c in ipairs(cases) do
     local before = failures
