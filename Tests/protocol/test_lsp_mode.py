@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import pytest
 
 from rpc_client import RpcClient, binary_path, wait_until
+from test_openrpc import validate_server_message
 
 LSP_CAPABILITIES = {
     "textDocument": {"synchronization": {"didSave": True, "willSave": True, "dynamicRegistration": False}},
@@ -80,6 +81,16 @@ class Editor:
 
     def __init__(self, place: Path, extra_args: tuple[str, ...] = ()):
         self.client = RpcClient(need_binary(), args=("--state-dir", str(place / "state"), *extra_args))
+        # Every message the server sends is checked against protocol/openrpc.json as it is read:
+        # the server's requests and notifications of the LSP mode by their params' schemas.
+        read = self.client.read_message
+
+        def read_and_validate(timeout: float | None = None) -> Any:
+            message = read(timeout)
+            validate_server_message(message)
+            return message
+
+        self.client.read_message = read_and_validate  # type: ignore[method-assign]
         self.result = self.client.initialize({"processId": None, "clientInfo": {"name": "test-editor"}, "capabilities": LSP_CAPABILITIES})
         self.client.notify("initialized", {})
         self.buffers: dict[str, tuple[str, int]] = {}
