@@ -665,3 +665,31 @@ def test_a_reload_waits_for_the_change_that_follows_the_one_applied_before(place
         assert editor.text(path) == "third\n"
     finally:
         editor.client.kill()
+
+
+@pytest.mark.parametrize("answer", [
+    {"result": None},
+    {"error": {"code": -32603, "message": "the editor could not show it"}},
+    None,  # never answered
+], ids=["null", "error", "no answer"])
+def test_a_question_not_answered_with_an_action_changes_nothing(place: Path, answer: dict[str, Any] | None) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("x\n")
+    editor = Editor(place)
+    try:
+        question = conflict(place, editor, path, "mine\n", "theirs\n")
+        if answer is not None:
+            editor.client.send({"jsonrpc": "2.0", "id": question["id"], **answer})
+        # The server goes on serving; nothing is applied, and the conflict stays (a save is
+        # refused rather than overwriting the file).
+        editor.sync()
+        response = editor.command("docsession.save", uri(path))
+        assert response["error"]["code"] == -32017, response
+        assert path.read_text() == "theirs\n"
+        assert not [m for m in editor.seen if m.get("method") == "workspace/applyEdit"]
+        if answer is None:
+            # Answered late, it is still taken.
+            editor.answer(question, {"title": "Keep mine"})
+            assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+    finally:
+        editor.client.kill()
