@@ -144,7 +144,8 @@ extension Server {
                     handle, version: document.version, edits: [TextEdit(range: nil, text: params.text)], encoding: positionEncoding,
                     label: "Editor's text", merge: false)
             } catch {
-                logger.warning("\(DidOpenTextDocumentNotification.method): the editor's text of \(uri) was not taken: \(error)")
+                editorSync.mirrors[uri]?.diverged = true
+                logger.warning("\(DidOpenTextDocumentNotification.method): the editor's text of \(uri) was not taken (not mirrored exactly until the editor sends its whole text or saves): \(error)")
             }
         }
         if await store.recoveryOffer(handle) != nil {
