@@ -55,6 +55,12 @@ public struct DocumentEvent: Sendable, Equatable {
         case textChanged(edits: [TextEdit])
         /// The file was moved or renamed from `oldPath` to `path` (`document/didMove`).
         case moved(oldPath: String)
+        /// For a document an editor owns (``DocumentStore/setMirrored(_:)``): the file changed on
+        /// disk and the document, which had no unsaved edits, should take its text; the edits, all
+        /// against the document's text (LSP's `TextEdit[]`), in the store's position encoding, turn
+        /// it into the file's. The
+        /// document is unchanged: the editor applies them, and its changes bring it there.
+        case reloadProposed(edits: [TextEdit])
     }
 
     public var handle: String

@@ -23,6 +23,9 @@ struct PresenterState {
     var movedTo: [String: String] = [:]
     /// The disk's version of each document in conflict.
     var conflicts: [String: DiskVersion] = [:]
+    /// For documents an editor owns (``DocumentStore/mirrored``): the file's text proposed to the
+    /// editor as a reload, taken as synced when the document's text reaches it.
+    var pendingReloads: [String: DiskVersion] = [:]
     /// The encoding of the positions of `document/didChange` edits.
     var positionEncoding: PositionEncoding = .utf16
     /// The stream feeding the watcher's events to the store, in order.
@@ -82,8 +85,10 @@ extension DocumentStore {
         }
         presenter.locators[handle] = nil
         presenter.conflicts[handle] = nil
+        presenter.pendingReloads[handle] = nil
         presenter.movedTo[handle] = nil
         presenter.recheck.remove(handle)
+        mirrored.remove(handle)
     }
 
     private func makeWatcher() {
@@ -196,7 +201,10 @@ extension DocumentStore {
     func checkFile(_ handle: String) async {
         guard var document = documents[handle] else { return }
         // What the document last saw of the file: its side of a conflict, or the synced file.
-        var seen: FileIdentity? { presenter.conflicts[handle]?.identity ?? (document.deletedOnDisk ? nil : document.identity) }
+        var seen: FileIdentity? {
+            presenter.conflicts[handle]?.identity ?? presenter.pendingReloads[handle]?.identity
+                ?? (document.deletedOnDisk ? nil : document.identity)
+        }
         var now = FileIdentity.current(path: document.path)
         let hinted = presenter.movedTo.removeValue(forKey: handle)
 
@@ -211,7 +219,10 @@ extension DocumentStore {
         // not the link, and a save must write the moved file rather than make a new one where the
         // link points. The kernel's path comes first there: inotify's is spelled after the
         // link's target, which may hold `..`.
-        if now == nil, let locator = presenter.locators[handle], seen.map(locator.holds) ?? document.deletedOnDisk {
+        // A document an editor owns is its buffer's file, by name: it does not follow the file (the
+        // editor writes where the buffer's name says), and a move is a deletion for it.
+        if now == nil, !mirrored.contains(handle), let locator = presenter.locators[handle],
+           seen.map(locator.holds) ?? document.deletedOnDisk {
             var destination: String? = nil
             if isSymlinked(document.path) { destination = locator.currentPath }
             if destination == nil, let hinted, let there = FileIdentity.current(path: hinted), locator.holds(there) {
@@ -306,6 +317,7 @@ extension DocumentStore {
                 document.history.markClean()
             }
             presenter.conflicts[handle] = nil
+            presenter.pendingReloads[handle] = nil
             refreshLocator(handle)
             hashInBackground(handle, buffer: buffer, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
             return
@@ -344,6 +356,12 @@ extension DocumentStore {
         // the minimal edits so that clients keep their cursors and selections.
         let steps = unchangedSince ? disk.edits : TextDiff.edits(from: document.buffer, to: buffer)
         let encoding = presenter.positionEncoding
+        if mirrored.contains(handle) {
+            // An editor owns the text: the reload is proposed to it, and taken as synced when the
+            // editor's changes bring the document to the file's text.
+            proposeReload(handle, DiskVersion(text: buffer, identity: file.identity, loaded: file, error: nil), steps: steps)
+            return
+        }
         var sent: [TextEdit] = []
         change(handle, reason: .reloaded) { document in
             sent = Self.applyStep(steps, to: &document, label: "Reload", encoding: encoding)
@@ -392,6 +410,7 @@ extension DocumentStore {
     /// version is kept, as a conflict version too, and the document gains `inConflict`.
     private func recordConflict(_ handle: String, _ disk: DiskVersion, error: DocumentError) {
         presenter.conflicts[handle] = disk
+        presenter.pendingReloads[handle] = nil
         change(handle, reason: .externalChange, error: error, always: true) { $0.state.insert(.inConflict) }
         if let text = disk.text, let path = documents[handle]?.path { keepVersion(of: path, kind: .conflict, text: text) }
     }

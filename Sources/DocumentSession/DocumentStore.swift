@@ -61,6 +61,9 @@ public actor DocumentStore {
     var pendingJournalChange: JournalChange? = nil
     /// The writes of kept undo histories (`persistUndo`, PersistedUndo.swift); nil: not kept.
     var undoWrites: UndoWriteQueue? = nil
+    /// The documents whose text an editor owns (LSP's text synchronisation, DocumentStore+Mirroring.swift):
+    /// the store never changes their text by itself; what it would change is proposed instead.
+    var mirrored: Set<String> = []
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 

@@ -30,6 +30,9 @@ struct InitializeRequest: RequestType {
     /// `initializationOptions.persistUndo`: whether undo histories are kept across closes and
     /// restarts (default false).
     var persistUndo: Bool
+    /// Whether the client's capabilities carry LSP's `textDocument`: an editor's own LSP client,
+    /// which synchronises its buffers with `textDocument/did*` (the LSP mode).
+    var editorClient: Bool
 
     init(params: Params) throws(ResponseError) {
         processID = try params.optionalInteger("processId")
@@ -39,7 +42,9 @@ struct InitializeRequest: RequestType {
         }
         trace = try params.optionalEnumeration("trace", TraceLevel.allCases.map(\.rawValue)).flatMap(TraceLevel.init)
         var offered: [String]? = nil
+        editorClient = false
         if let capabilities = try params.optionalObject("capabilities") {
+            editorClient = try capabilities.optionalObject("textDocument") != nil
             // LSP 3.17 puts the list under capabilities.general; the short form is accepted too.
             if let general = try capabilities.optionalObject("general") {
                 offered = try general.optionalStringArray("positionEncodings")
@@ -101,6 +106,8 @@ struct InitializeResult: RequestResult {
     var persistUndo: Bool
     /// Whether sessions can be snapshotted and restored (`session/snapshot`).
     var handoff: Bool
+    /// The LSP mode: LSP's `textDocumentSync` and `executeCommandProvider` are answered too.
+    var editorClient: Bool
 
     var json: JSONValue {
         let autosaveJSON: JSONValue
@@ -108,9 +115,7 @@ struct InitializeResult: RequestResult {
         case .off: autosaveJSON = ["policy": "off"]
         case .afterDelay(let milliseconds): autosaveJSON = ["policy": "afterDelay", "delay": .integer(Int64(milliseconds))]
         }
-        return [
-            "serverInfo": ["name": .string(Server.name), "version": .string(Server.version)],
-            "capabilities": [
+        var capabilities: JSONValue = [
                 "positionEncoding": .string(positionEncoding.rawValue),
                 "maxMessageSize": .integer(Int64(maxMessageSize)),
                 "batches": true,
@@ -124,7 +129,17 @@ struct InitializeResult: RequestResult {
                 "hotExit": .bool(hotExit),
                 "persistUndo": .bool(persistUndo),
                 "handoff": .bool(handoff),
-            ],
+            ]
+        if editorClient, case .object(var members) = capabilities {
+            members["textDocumentSync"] = [
+                "openClose": true, "change": 2, "willSave": true, "save": ["includeText": false],
+            ]
+            members["executeCommandProvider"] = ["commands": .array(ExecuteCommandRequest.commands.map { .string($0) })]
+            capabilities = .object(members)
+        }
+        return [
+            "serverInfo": ["name": .string(Server.name), "version": .string(Server.version)],
+            "capabilities": capabilities,
         ]
     }
 }

@@ -37,12 +37,13 @@ extension Server {
         if let delay = params.flushDelay { await store.setJournalFlushDelay(.milliseconds(delay)) }
         if let pid = params.processID { await watchClient(pid) }
         if params.persistUndo { await startPersistingUndo() }
+        if params.editorClient { startEditorSync() }
         let journaling = await store.journaling
         return InitializeResult(
             positionEncoding: chosen, maxMessageSize: configuration.maxMessageSize, autosave: params.autosave,
             watchFiles: configuration.watchFiles, keepsVersions: await store.keepsVersions, roots: roots,
             journal: journaling, flushDelay: Int64(await store.journalFlushDelayMilliseconds), hotExit: params.hotExit,
-            persistUndo: await store.persistsUndo, handoff: snapshots != nil)
+            persistUndo: await store.persistsUndo, handoff: snapshots != nil, editorClient: params.editorClient)
     }
 
     /// `persistUndo`: undo histories are kept under `<state dir>/undo/`, if there is a state
@@ -111,6 +112,8 @@ extension Server {
     /// `shutdown`: stop accepting work; answers null.
     func shutdown(_ params: ShutdownRequest) async -> NullResult {
         lifecycle = .shutDown
+        // The client answers nothing after shutdown: requests still waiting end unanswered.
+        editorSync.outgoing.abandonAll()
         // Live queries end: no workspace/didChangeFiles after the response.
         await stopAllQueries()
         // Nothing is saved after shutdown, autosave included.

@@ -86,6 +86,10 @@ public actor Server: MessageHandler {
     /// What the client asked to have back for each document (`document/setClientState`), by
     /// handle; a closed document's is let go at the next set or snapshot.
     var clientStates: [String: JSONValue] = [:]
+    /// The LSP mode: the mirrored buffers and the requests sent to the client (Server+TextSync.swift).
+    var editorSync = EditorSync()
+    /// The mirrored documents' events, handled by the LSP mode instead of sent as `document/*`.
+    let mirrorEvents: MirrorEventRoute
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         self.roots = configuration.roots
@@ -114,7 +118,10 @@ public actor Server: MessageHandler {
             }
             }
         }
+        let route = MirrorEventRoute()
+        mirrorEvents = route
         store = DocumentStore(events: { event in
+            if route.take(event) { return }
             switch event.kind {
             case .stateChanged:
                 writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
@@ -130,6 +137,9 @@ public actor Server: MessageHandler {
                     "displayName": .string(Document.displayName(forPath: event.path)),
                     "fileType": .string(FileType.identifier(forPath: event.path)),
                 ]))
+            case .reloadProposed:
+                // Only mirrored documents propose reloads, and their events were taken above.
+                break
             }
         }, watchFiles: configuration.watchFiles, versions: versions, versionsUnavailableReason: versions == nil ? unavailable : nil,
            journal: journal, journalUnavailableReason: journal == nil ? journalUnavailable : nil)
@@ -187,6 +197,7 @@ public actor Server: MessageHandler {
         RequestEntry(SnapshotSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.snapshotSession(params)) },
         RequestEntry(RestoreSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.restoreSession(params)) },
         RequestEntry(DiscardSnapshotRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.discardSnapshot(params)) },
+        RequestEntry(ExecuteCommandRequest.self) { server, params, context throws(ResponseError) in try await server.executeCommand(params, context) },
     ]
 
     /// The notifications the server acts on.
@@ -194,6 +205,11 @@ public actor Server: MessageHandler {
         NotificationEntry(InitializedNotification.self) { server, _ in server.initialized() },
         NotificationEntry(ExitNotification.self) { server, _ in server.exit() },
         NotificationEntry(SetTraceNotification.self) { server, params in server.setTrace(params) },
+        NotificationEntry(DidOpenTextDocumentNotification.self) { server, params in await server.didOpen(params) },
+        NotificationEntry(DidChangeTextDocumentNotification.self) { server, params in await server.didChange(params) },
+        NotificationEntry(WillSaveTextDocumentNotification.self) { server, params in server.willSave(params) },
+        NotificationEntry(DidSaveTextDocumentNotification.self) { server, params in await server.didSave(params) },
+        NotificationEntry(DidCloseTextDocumentNotification.self) { server, params in await server.didClose(params) },
     ]
 
     /// ``requests`` by method name: the dispatcher's table.
@@ -212,7 +228,8 @@ public actor Server: MessageHandler {
     /// Every notification the server may send.
     public static let serverNotifications: Set<String> = [
         "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
-        "workspace/didChangeFiles",
+        "workspace/didChangeFiles", "textDocument/publishDiagnostics", "window/showMessage",
+        "window/logMessage",
     ]
 
     // MARK: - MessageHandler
@@ -317,13 +334,15 @@ public actor Server: MessageHandler {
     }
 
     public func handle(_ response: Response) async {
-        // The server sends no requests yet, so any response is unsolicited.
-        logger.warning("ignored a response to a request the server never sent (id \(response.id))")
+        // An answer to one of the server's requests (the LSP mode's), or unsolicited.
+        received(response)
     }
 
     public func inputEnded(midMessage: Bool) async -> Int32 {
         let status: Int32 = lifecycle == .shutDown ? 0 : 1
         if status != 0 { logger.warning("input ended without shutdown and exit; exiting with status 1") }
+        // No answer will come to the requests still waiting.
+        editorSync.outgoing.abandonAll()
         // The end of input is an end like a crash's for the client: what it had unsaved stays,
         // flushed, to be offered at the next open.
         await store.finishJournals(keep: true)

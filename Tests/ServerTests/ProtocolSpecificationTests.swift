@@ -87,9 +87,10 @@ struct ProtocolSpecificationTests {
         }
     }
 
-    @Test("every notification the server sends is described, and nothing else is")
+    @Test("every notification and request the server sends is described, and nothing else is")
     func serverNotifications() throws {
         let described = try methods(direction: "server-to-client")
-        #expect(described == Server.serverNotifications)
+        #expect(described == Server.serverNotifications.union(Server.serverRequests))
+        #expect(Server.serverNotifications.isDisjoint(with: Server.serverRequests))
     }
 }

@@ -294,6 +294,30 @@ SESSIONS: dict[str, dict[str, Any]] = {
             ("req", "document/close", {"document": "d2", "save": "never"}),
         ] + ENDED,
     },
+    # The LSP mode (protocol/README.md §12): an editor's LSP client synchronises a buffer, saves it
+    # by the command and by itself, and gets the command's refusals; bad notifications change
+    # nothing (they are logged). The server's own requests (reloads, conflicts, recovery) depend on
+    # changes on disk and are in Tests/protocol/test_lsp_mode.py.
+    "lsp": {
+        "fixtures": {"notes.txt": NOTES},
+        "steps": [
+            ("req", "initialize", {"capabilities": {"textDocument": {"synchronization": {"didSave": True}}}}),
+            ("note", "initialized", None),
+            ("note", "textDocument/didOpen", {"textDocument": {"uri": uri("notes.txt"), "languageId": "plaintext", "version": 1, "text": "Hello, world!\nSecond line\n"}}),
+            ("note", "textDocument/didChange", {"textDocument": {"uri": uri("notes.txt"), "version": 2}, "contentChanges": [
+                {"range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "text": "Third line\n"}]}),
+            # A buffer never opened: logged, nothing changes.
+            ("note", "textDocument/didChange", {"textDocument": {"uri": uri("other.txt"), "version": 3}, "contentChanges": [{"text": "x"}]}),
+            ("note", "textDocument/willSave", {"textDocument": {"uri": uri("notes.txt")}, "reason": 1}),
+            ("req", "workspace/executeCommand", {"command": "docsession.save", "arguments": [uri("notes.txt")]}),
+            ("note", "textDocument/didSave", {"textDocument": {"uri": uri("notes.txt")}}),
+            ("req", "workspace/executeCommand", {"command": "docsession.fly", "arguments": [uri("notes.txt")]}),  # -32602
+            ("req", "workspace/executeCommand", {"command": "docsession.restoreVersion", "arguments": [uri("notes.txt")]}),  # -32602
+            ("req", "workspace/executeCommand", {"command": "docsession.versions", "arguments": [uri("other.txt")]}),  # -32602
+            ("note", "textDocument/didClose", {"textDocument": {"uri": uri("notes.txt")}}),
+            ("req", "workspace/recoverable", None),
+        ] + ENDED,
+    },
 }
 
 
@@ -404,7 +428,7 @@ def make(name: str, session: dict[str, Any]) -> None:
                 elif kind == "note":
                     message = {"jsonrpc": "2.0", "method": step[1]}
                     if step[2] is not None:
-                        message["params"] = step[2]
+                        message["params"] = substitute(step[2], ROOT, live)
                     server.send_body(json.dumps(message).encode())
                     if step[1] == "$/setTrace" or step[1] == "exit":
                         time.sleep(0.05)  # let the server act on it before the next message

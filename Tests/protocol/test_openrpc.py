@@ -90,10 +90,16 @@ CLIENT_TO_SERVER = {
     "workspace/query", "workspace/stopQuery", "document/recover", "document/discardRecovery",
     "workspace/recoverable", "document/setClientState", "session/snapshot", "session/restore",
     "session/discardSnapshot",
+    # The LSP mode (README §12).
+    "textDocument/didOpen", "textDocument/didChange", "textDocument/willSave", "textDocument/didSave",
+    "textDocument/didClose", "workspace/executeCommand",
 }
 SERVER_TO_CLIENT = {
     "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
     "workspace/didChangeFiles",
+    # The LSP mode (README §12): two requests of the server's and two notifications.
+    "workspace/applyEdit", "window/showMessageRequest", "textDocument/publishDiagnostics", "window/showMessage",
+    "window/logMessage",
 }
 
 # The named params types in components.schemas, which must say the same as the content descriptors.
@@ -130,6 +136,17 @@ PARAMS_TYPES = {
     "workspace/query": "QueryParams",
     "workspace/stopQuery": "StopQueryParams",
     "workspace/didChangeFiles": "DidChangeFilesParams",
+    "textDocument/didOpen": "DidOpenTextDocumentParams",
+    "textDocument/didChange": "DidChangeTextDocumentParams",
+    "textDocument/willSave": "WillSaveTextDocumentParams",
+    "textDocument/didSave": "DidSaveTextDocumentParams",
+    "textDocument/didClose": "DidCloseTextDocumentParams",
+    "workspace/executeCommand": "ExecuteCommandParams",
+    "workspace/applyEdit": "ApplyWorkspaceEditParams",
+    "window/showMessageRequest": "ShowMessageRequestParams",
+    "textDocument/publishDiagnostics": "PublishDiagnosticsParams",
+    "window/showMessage": "ShowMessageParams",
+    "window/logMessage": "LogMessageParams",
 }
 
 TIMING = re.compile(r"Processing request took [0-9.e+-]+ms")
@@ -279,7 +296,10 @@ def examples() -> list[tuple[str, dict[str, Any]]]:
 
 
 def request_examples() -> list[tuple[str, dict[str, Any]]]:
-    return [(name, e) for name, e in examples() if not is_notification(method(name))]
+    """The examples of the client's requests (the server's own requests, README §12.3, are
+    checked against their schemas only)."""
+    return [(name, e) for name, e in examples()
+            if not is_notification(method(name)) and method(name)["x-direction"] == "client-to-server"]
 
 
 def example_id(item: tuple[str, dict[str, Any]]) -> str:
@@ -549,8 +569,13 @@ def validate_server_message(message: Any) -> None:
     assert message.get("jsonrpc") == "2.0", message
     if "method" in message:
         m = method(message["method"])
-        assert m["x-direction"] == "server-to-client" and is_notification(m), message
-        assert set(message) <= {"jsonrpc", "method", "params"}, message
+        # A notification, or one of the server's requests of the LSP mode (README §12.3), whose
+        # ids are strings of their own (`ds-N`).
+        assert m["x-direction"] == "server-to-client", message
+        if is_notification(m):
+            assert set(message) <= {"jsonrpc", "method", "params"}, message
+        else:
+            assert set(message) <= {"jsonrpc", "id", "method", "params"} and re.fullmatch(r"ds-[1-9][0-9]*", message["id"]), message
         assert_valid(params_schema(m) | {"additionalProperties": False}, message.get("params", {}), message["method"])
         if message["method"] in PARAMS_TYPES:
             assert_valid(DOCUMENT["components"]["schemas"][PARAMS_TYPES[message["method"]]], message.get("params", {}), message["method"])

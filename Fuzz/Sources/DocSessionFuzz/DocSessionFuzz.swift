@@ -595,7 +595,16 @@ enum OutputCheck {
     }
 
     static func checkNotification(_ object: JSONObject, context: () -> String) {
-        guard object["jsonrpc"] == .string("2.0"), object["id"] == nil,
+        if let id = object["id"] {
+            // The LSP mode's own requests (protocol/README.md §12.3): ids of their own, `ds-N`.
+            guard object["jsonrpc"] == .string("2.0"), let method = object["method"]?.stringValue,
+                Server.serverRequests.contains(method), case .string(let text) = id, text.hasPrefix("ds-")
+            else {
+                violated("a request the server writes is well-formed, one it declares, with an id of its own", context())
+            }
+            return
+        }
+        guard object["jsonrpc"] == .string("2.0"),
             let method = object["method"]?.stringValue, Server.serverNotifications.contains(method)
         else {
             violated("a notification the server writes is well-formed and one it declares", context())

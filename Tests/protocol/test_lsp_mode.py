@@ -1,0 +1,695 @@
+"""The LSP mode (protocol/README.md §12, issue 21), end to end over stdio with the built binary,
+the way an editor's own LSP client uses it: `initialize` with `capabilities.textDocument`, the
+buffers synchronised with `textDocument/did*`, and the server's own requests answered as an
+editor answers them (`workspace/applyEdit` applied to the test's copy of the buffer, whose change
+goes back as `didChange`; `window/showMessageRequest` answered with one of its actions).
+
+The texts are ASCII, so LSP's UTF-16 positions are byte offsets within a line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from rpc_client import RpcClient, binary_path, wait_until
+from test_openrpc import validate_server_message
+
+LSP_CAPABILITIES = {
+    "textDocument": {"synchronization": {"didSave": True, "willSave": True, "dynamicRegistration": False}},
+    "workspace": {"applyEdit": True, "workspaceEdit": {"documentChanges": True}},
+    "window": {"showMessage": {"messageActionItem": {"additionalPropertiesSupport": False}}},
+}
+
+
+def need_binary() -> Path:
+    path = binary_path()
+    if not path.is_file():
+        pytest.skip(f"server binary {path} is missing: run `swift build` or set DOCSESSION_BIN")
+    return path
+
+
+@pytest.fixture
+def place() -> Iterator[Path]:
+    """A directory of the test's own: `docs/` for the files, `state/` for the servers' state."""
+    root = Path(tempfile.mkdtemp(prefix="docsession-lsp-test-"))
+    (root / "docs").mkdir()
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def uri(path: Path) -> str:
+    return "file://" + str(path)
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Another program writes `text` over the file in place, in one write (no O_TRUNC, a truncation
+    after only when shorter), so the watcher never sees an empty file in between."""
+    with open(path, "r+b") as out:
+        out.write(text.encode())
+        out.truncate()
+
+
+def offset(text: str, position: dict[str, int]) -> int:
+    lines = text.split("\n")
+    line = position["line"]
+    if line >= len(lines):
+        return len(text)
+    start = sum(len(l) + 1 for l in lines[:line])
+    return start + min(position["character"], len(lines[line]))
+
+
+def apply_lsp_edits(text: str, edits: list[dict[str, Any]]) -> str:
+    """LSP's TextEdit[]: every range against the text before them all."""
+    spans = sorted(((offset(text, e["range"]["start"]), offset(text, e["range"]["end"]), e["newText"]) for e in edits), reverse=True)
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+class Editor:
+    """An editor's LSP client, reduced to what the tests need: its buffers and their versions."""
+
+    def __init__(self, place: Path, extra_args: tuple[str, ...] = ()):
+        self.client = RpcClient(need_binary(), args=("--state-dir", str(place / "state"), *extra_args))
+        # Every message the server sends is checked against protocol/openrpc.json as it is read:
+        # the server's requests and notifications of the LSP mode by their params' schemas.
+        read = self.client.read_message
+
+        def read_and_validate(timeout: float | None = None) -> Any:
+            message = read(timeout)
+            validate_server_message(message)
+            return message
+
+        self.client.read_message = read_and_validate  # type: ignore[method-assign]
+        self.result = self.client.initialize({"processId": None, "clientInfo": {"name": "test-editor"}, "capabilities": LSP_CAPABILITIES})
+        self.client.notify("initialized", {})
+        self.buffers: dict[str, tuple[str, int]] = {}
+        self.seen: list[Any] = []
+
+    def open(self, path: Path, text: str | None = None) -> None:
+        text = path.read_text() if text is None else text
+        self.buffers[uri(path)] = (text, 1)
+        self.client.notify("textDocument/didOpen", {"textDocument": {"uri": uri(path), "languageId": "plaintext", "version": 1, "text": text}})
+
+    def text(self, path: Path) -> str:
+        return self.buffers[uri(path)][0]
+
+    def change(self, path: Path, changes: list[dict[str, Any]], new_text: str) -> None:
+        old, version = self.buffers[uri(path)]
+        self.buffers[uri(path)] = (new_text, version + 1)
+        self.client.notify("textDocument/didChange", {
+            "textDocument": {"uri": uri(path), "version": version + 1}, "contentChanges": changes})
+
+    def type_at_end(self, path: Path, typed: str) -> None:
+        text = self.text(path)
+        lines = text.split("\n")
+        end = {"line": len(lines) - 1, "character": len(lines[-1])}
+        self.change(path, [{"range": {"start": end, "end": end}, "text": typed}], text + typed)
+
+    def next_request(self, method: str, timeout: float = 20.0) -> dict[str, Any]:
+        """Reads until the server's request `method`; keeps what came before in `seen`."""
+        while True:
+            message = self.client.read_message(timeout)
+            if message.get("method") == method and "id" in message:
+                return message
+            self.seen.append(message)
+
+    def next_notification(self, method: str, timeout: float = 20.0) -> dict[str, Any]:
+        while True:
+            message = self.client.read_message(timeout)
+            if message.get("method") == method and "id" not in message:
+                return message
+            self.seen.append(message)
+
+    def answer(self, request: dict[str, Any], result: Any) -> None:
+        self.client.send({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+    def apply(self, request: dict[str, Any]) -> None:
+        """Applies a `workspace/applyEdit` as an editor does: the buffer changes, the change goes
+        back as one `didChange` (the whole new text, as a client without incremental sync would),
+        and the request is answered."""
+        (change,) = request["params"]["edit"]["documentChanges"]
+        target = change["textDocument"]["uri"]
+        text, version = self.buffers[target]
+        assert change["textDocument"]["version"] == version
+        new_text = apply_lsp_edits(text, change["edits"])
+        self.answer(request, {"applied": True})
+        self.buffers[target] = (new_text, version + 1)
+        self.client.notify("textDocument/didChange", {"textDocument": {"uri": target, "version": version + 1}, "contentChanges": [{"text": new_text}]})
+
+    def command(self, name: str, *arguments: Any) -> dict[str, Any]:
+        request_id = self.client.next_id
+        self.client.next_id += 1
+        self.client.send({"jsonrpc": "2.0", "id": request_id, "method": "workspace/executeCommand", "params": {"command": name, "arguments": list(arguments)}})
+        while True:
+            message = self.client.read_message(20)
+            if message.get("method") == "workspace/applyEdit" and "id" in message:
+                self.apply(message)
+            elif "method" not in message and message.get("id") == request_id:
+                return message
+            else:
+                self.seen.append(message)
+
+    def sync(self) -> None:
+        """Waits until the server has handled everything sent so far (a request is answered in
+        order, after the notifications before it)."""
+        response, others = self.client.request("workspace/recoverable")
+        assert "result" in response, response
+        self.seen.extend(others)
+
+
+def test_initialize_answers_lsp_capabilities_only_to_an_lsp_client(place: Path) -> None:
+    editor = Editor(place)
+    capabilities = editor.result["capabilities"]
+    assert capabilities["textDocumentSync"] == {"openClose": True, "change": 2, "willSave": True, "save": {"includeText": False}}
+    assert capabilities["executeCommandProvider"] == {
+        "commands": ["docsession.save", "docsession.revert", "docsession.versions", "docsession.restoreVersion"]}
+    assert capabilities["positionEncoding"] == "utf-16"
+    assert editor.result["serverInfo"]["name"] == "docsession"
+    # Everything answered to our own clients is still there.
+    for member in ("maxMessageSize", "batches", "cancellation", "autosave", "watchFiles", "versions", "journal", "hotExit", "persistUndo"):
+        assert member in capabilities
+    assert editor.client.shutdown_and_exit() == 0
+    editor.client.kill()
+
+    plain = RpcClient(need_binary(), args=("--state-dir", str(place / "state")))
+    try:
+        result = plain.initialize({"capabilities": {"positionEncodings": ["utf-8"]}})
+        assert "textDocumentSync" not in result["capabilities"] and "executeCommandProvider" not in result["capabilities"]
+        assert result["capabilities"]["positionEncoding"] == "utf-8"
+    finally:
+        plain.kill()
+
+
+def test_typing_is_mirrored_and_saved_by_the_command(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("one\ntwo\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.type_at_end(path, "three\n")
+        # A change with a range in the middle, and one without a range (the whole text).
+        editor.change(path, [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 3}}, "text": "ONE"}], "ONE\ntwo\nthree\n")
+        editor.sync()
+        response = editor.command("docsession.save", uri(path))
+        assert response["result"]["uri"] == uri(path), response
+        assert path.read_text() == "ONE\ntwo\nthree\n"
+        editor.change(path, [{"text": "replaced\n"}], "replaced\n")
+        editor.sync()
+        editor.command("docsession.save", uri(path))
+        assert path.read_text() == "replaced\n"
+        # No document/* notification reaches an LSP client about its buffers.
+        assert not [m for m in editor.seen if str(m.get("method", "")).startswith("document/")]
+    finally:
+        editor.client.kill()
+
+
+def test_bad_notifications_are_logged_naming_the_field_and_change_nothing(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("abc\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(path), "version": 2}, "contentChanges": [{"range": {"start": {"line": 0, "character": -1}, "end": {"line": 0, "character": 1}}, "text": "x"}]})
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(path)}, "contentChanges": []})
+        editor.client.notify("textDocument/didOpen", {"textDocument": {"uri": "http://example.com/x", "languageId": "x", "version": 1, "text": ""}})
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(place / "docs" / "other.txt"), "version": 2}, "contentChanges": [{"text": "x"}]})
+        # An answer to a request the server never sent.
+        editor.client.send({"jsonrpc": "2.0", "id": "ds-999", "result": None})
+        editor.sync()
+        stderr = wait_until(lambda: editor.client.stderr if "ds-999" in editor.client.stderr else None, what="the warnings")
+        assert "params.contentChanges[0].range.start.character" in stderr
+        assert "params.textDocument.version" in stderr
+        assert "params.textDocument.uri" in stderr
+        assert "is not open (no didOpen)" in stderr
+        # Nothing changed: the buffer saved is the text opened.
+        editor.command("docsession.save", uri(path))
+        assert path.read_text() == "abc\n"
+        bad = editor.command("docsession.save", "file:///nowhere/open.txt")
+        assert bad["error"]["code"] == -32602 and bad["error"]["data"]["field"] == "params.arguments[0]"
+        bad = editor.command("docsession.fly", uri(path))
+        assert bad["error"]["code"] == -32602 and bad["error"]["data"]["field"] == "params.command"
+    finally:
+        editor.client.kill()
+
+
+def test_an_external_rewrite_of_a_clean_buffer_comes_as_apply_edit(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("alpha\nbeta\ngamma\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        rewrite(path, "alpha\nBETA\ngamma\ndelta\n")
+        request = editor.next_request("workspace/applyEdit")
+        assert request["id"].startswith("ds-")
+        assert request["params"]["label"] == "Reloaded from disk"
+        edits = request["params"]["edit"]["documentChanges"][0]["edits"]
+        # The minimal edits: line 1 and the new last line, not the whole text.
+        assert len(edits) == 2 and all(e["range"]["start"]["line"] >= 1 for e in edits)
+        editor.apply(request)
+        assert editor.text(path) == "alpha\nBETA\ngamma\ndelta\n"
+        editor.sync()
+        # The buffer took the file as synced: a second rewrite is a reload again, not a conflict.
+        rewrite(path, "alpha\nBETA\ngamma\ndelta\nepsilon\n")
+        request = editor.next_request("workspace/applyEdit")
+        editor.apply(request)
+        assert editor.text(path) == path.read_text()
+        assert not [m for m in editor.seen if m.get("method") == "window/showMessageRequest"]
+    finally:
+        editor.client.kill()
+
+
+def test_the_editors_own_save_is_not_an_external_change(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("first\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.type_at_end(path, "second\n")
+        editor.sync()
+        rewrite(path, editor.text(path))  # the editor writes the file itself
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.sync()
+        # Clean again: another program's rewrite is reloaded, without a question.
+        rewrite(path, "first\nsecond\nthird\n")
+        request = editor.next_request("workspace/applyEdit")
+        assert request["params"]["label"] == "Reloaded from disk"
+        editor.apply(request)
+        assert not [m for m in editor.seen if m.get("method") in ("window/showMessageRequest", "textDocument/publishDiagnostics")]
+        # The save was kept as a version.
+        wait_until(lambda: len(editor.command("docsession.versions", uri(path))["result"]["versions"]) >= 1, 20, "the saved version")
+    finally:
+        editor.client.kill()
+
+
+def conflict(place: Path, editor: Editor, path: Path, mine: str, theirs: str) -> dict[str, Any]:
+    editor.open(path)
+    editor.change(path, [{"text": mine}], mine)
+    editor.sync()
+    rewrite(path, theirs)
+    diagnostics = editor.next_notification("textDocument/publishDiagnostics")
+    assert diagnostics["params"]["uri"] == uri(path)
+    (diagnostic,) = diagnostics["params"]["diagnostics"]
+    assert diagnostic["severity"] == 2 and diagnostic["range"]["start"] == {"line": 0, "character": 0}
+    question = editor.next_request("window/showMessageRequest")
+    assert [a["title"] for a in question["params"]["actions"]] == ["Keep mine", "Take theirs", "Merge"]
+    return question
+
+
+def test_a_conflict_is_resolved_through_the_message_request(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("a\nb\nc\nd\ne\n")
+    editor = Editor(place)
+    try:
+        question = conflict(place, editor, path, "A\nb\nc\nd\ne\n", "a\nb\nc\nd\nE\n")
+        editor.answer(question, {"title": "Merge"})
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "A\nb\nc\nd\nE\n"
+        cleared = editor.next_notification("textDocument/publishDiagnostics")
+        assert cleared["params"]["diagnostics"] == []
+        # Resolved: unsaved (the merge is not the file's text), and saving writes it.
+        response = editor.command("docsession.save", uri(path))
+        assert "result" in response, response
+        assert path.read_text() == "A\nb\nc\nd\nE\n"
+    finally:
+        editor.client.kill()
+
+
+def test_an_overlapping_merge_says_so_and_changes_nothing(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("same line\n")
+    editor = Editor(place)
+    try:
+        question = conflict(place, editor, path, "my line\n", "their line\n")
+        editor.answer(question, {"title": "Merge"})
+        shown = editor.next_notification("window/showMessage")
+        assert "nothing was changed" in shown["params"]["message"] and shown["params"]["type"] == 2
+        editor.sync()
+        assert not [m for m in editor.seen if m.get("method") == "workspace/applyEdit"]
+        # Still in conflict: a save is refused rather than overwriting the file.
+        response = editor.command("docsession.save", uri(path))
+        assert "error" in response and path.read_text() == "their line\n"
+    finally:
+        editor.client.kill()
+
+
+def test_take_theirs_makes_the_buffer_clean(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("x\n")
+    editor = Editor(place)
+    try:
+        question = conflict(place, editor, path, "mine\n", "theirs\n")
+        editor.answer(question, {"title": "Take theirs"})
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "theirs\n"
+        assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+        rewrite(path, "theirs again\n")
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "theirs again\n"
+    finally:
+        editor.client.kill()
+
+
+def journal_holds(place: Path, text: str) -> bool:
+    directory = place / "state" / "journal"
+    return directory.is_dir() and any(text.encode() in p.read_bytes() for p in directory.iterdir() if p.name.endswith(".journal"))
+
+
+def test_a_killed_servers_edits_are_offered_at_the_next_open(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("saved line\n")
+    editor = Editor(place)
+    editor.open(path)
+    editor.type_at_end(path, "unsaved line\n")
+    editor.sync()
+    wait_until(lambda: journal_holds(place, "unsaved line"), 20, "the journal to hold the typed line")
+    os.kill(editor.client.process.pid, signal.SIGKILL)
+    editor.client.kill()
+
+    again = Editor(place)
+    try:
+        again.open(path)
+        question = again.next_request("window/showMessageRequest")
+        message = question["params"]["message"]
+        assert message.startswith("notes.txt: recover unsaved edits from ") and message.endswith("(1 edit)?"), message
+        assert [a["title"] for a in question["params"]["actions"]] == ["Recover", "Discard", "Not now"]
+        again.answer(question, {"title": "Recover"})
+        request = again.next_request("workspace/applyEdit")
+        assert request["params"]["label"] == "Recovered unsaved edits"
+        again.apply(request)
+        assert again.text(path) == "saved line\nunsaved line\n"
+        again.sync()
+        # The dead server's journal is gone once the buffer holds its text; the buffer's own
+        # journal has it now.
+        wait_until(lambda: again.client.call("workspace/recoverable")["journals"] == [], 20, "the dead journal to go")
+        wait_until(lambda: journal_holds(place, "unsaved line"), 20, "the new journal")
+        again.command("docsession.save", uri(path))
+        assert path.read_text() == "saved line\nunsaved line\n"
+    finally:
+        again.client.kill()
+
+
+def test_did_close_drops_the_journal_of_discarded_edits(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("kept\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.type_at_end(path, "discarded\n")
+        editor.sync()
+        wait_until(lambda: journal_holds(place, "discarded"), 20, "the journal")
+        editor.client.notify("textDocument/didClose", {"textDocument": {"uri": uri(path)}})
+        editor.sync()
+        wait_until(lambda: not journal_holds(place, "discarded"), 20, "the journal to go")
+        assert editor.client.shutdown_and_exit() == 0
+    finally:
+        editor.client.kill()
+    # Nothing is offered at the next open.
+    again = Editor(place)
+    try:
+        again.open(path)
+        again.sync()
+        assert again.client.call("workspace/recoverable")["journals"] == []
+    finally:
+        again.client.kill()
+
+
+def test_a_file_deleted_on_disk_is_a_diagnostic_until_the_editor_writes_it_again(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("kept text\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        path.unlink()
+        diagnostics = editor.next_notification("textDocument/publishDiagnostics")
+        (diagnostic,) = diagnostics["params"]["diagnostics"]
+        assert "deleted on disk" in diagnostic["message"] and diagnostic["severity"] == 2
+        # The editor writes the file again: the diagnostic goes.
+        path.write_text(editor.text(path))
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+        assert not [m for m in editor.seen if m.get("method") in ("workspace/applyEdit", "window/showMessageRequest")]
+    finally:
+        editor.client.kill()
+
+
+def test_revert_and_restore_version_go_through_apply_edit(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("version one\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.change(path, [{"text": "version two\n"}], "version two\n")
+        editor.sync()
+        rewrite(path, "version two\n")  # the editor writes
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.sync()
+        editor.change(path, [{"text": "unsaved three\n"}], "unsaved three\n")
+        response = editor.command("docsession.revert", uri(path))  # applies the applyEdit on the way
+        assert response["result"] == {"applied": True}, response
+        assert editor.text(path) == "version two\n"
+        assert [m for m in editor.client.sent if m.get("id") == "ds-1"] == [{"jsonrpc": "2.0", "id": "ds-1", "result": {"applied": True}}]
+        # Reverted is clean: another program's rewrite is reloaded without a question.
+        editor.sync()
+        rewrite(path, "version two, from elsewhere\n")
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "version two, from elsewhere\n"
+        # The saved version kept by didSave comes back by restoreVersion.
+        versions = wait_until(lambda: editor.command("docsession.versions", uri(path))["result"]["versions"], 20, "a kept version")
+        response = editor.command("docsession.restoreVersion", uri(path), versions[0]["id"])
+        assert response["result"] == {"applied": True}, response
+        assert editor.text(path) == "version two\n"
+        bad = editor.command("docsession.restoreVersion", uri(path), "no-such-version")
+        assert bad["error"]["code"] == -32020, bad
+    finally:
+        editor.client.kill()
+
+
+def test_a_recovery_can_be_discarded_or_put_off(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("base\n")
+    editor = Editor(place)
+    editor.open(path)
+    editor.type_at_end(path, "lost?\n")
+    editor.sync()
+    wait_until(lambda: journal_holds(place, "lost?"), 20, "the journal")
+    os.kill(editor.client.process.pid, signal.SIGKILL)
+    editor.client.kill()
+
+    later = Editor(place)
+    try:
+        later.open(path)
+        later.answer(later.next_request("window/showMessageRequest"), {"title": "Not now"})
+        later.sync()
+        assert later.text(path) == "base\n" and len(later.client.call("workspace/recoverable")["journals"]) == 1
+    finally:
+        later.client.kill()
+    discard = Editor(place)
+    try:
+        discard.open(path)
+        discard.answer(discard.next_request("window/showMessageRequest"), {"title": "Discard"})
+        wait_until(lambda: discard.client.call("workspace/recoverable")["journals"] == [], 20, "the journal to go")
+        assert not [m for m in discard.seen if m.get("method") == "workspace/applyEdit"]
+    finally:
+        discard.client.kill()
+
+
+def test_without_the_lsp_mode_the_text_document_notifications_are_ignored(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("plain\n")
+    client = RpcClient(need_binary(), args=("--state-dir", str(place / "state")))
+    try:
+        client.initialize({})
+        client.notify("initialized")
+        client.notify("textDocument/didOpen", {"textDocument": {"uri": uri(path), "languageId": "plaintext", "version": 1, "text": "other\n"}})
+        opened = client.call("document/open", {"uri": uri(path)})
+        assert opened["text"] == "plain\n" and opened["hasUnsavedChanges"] is False
+        assert "the client did not ask for the LSP mode" in wait_until(lambda: client.stderr if "LSP mode" in client.stderr else None)
+    finally:
+        client.kill()
+
+
+def test_changes_sent_in_batches_still_take_the_reload_and_the_save(place: Path) -> None:
+    """An editor holds its changes back for a while (Neovim: 150 ms) and sends them together: the
+    reload applied and a line typed after it come in one didChange, and a didSave may come before
+    the changes it wrote."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("one\ntwo\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        rewrite(path, "one\ntwo\nthree\n")
+        request = editor.next_request("workspace/applyEdit")
+        reloaded = apply_lsp_edits(editor.text(path), request["params"]["edit"]["documentChanges"][0]["edits"])
+        editor.answer(request, {"applied": True})
+        # One didChange: the reload's edit, then a line typed after it.
+        editor.change(path, [{"range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "text": "three\n"},
+                             {"range": {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 0}}, "text": "typed\n"}],
+                      reloaded + "typed\n")
+        editor.sync()
+        # The file is the synced one: the server's save writes over it without a conflict.
+        response = editor.command("docsession.save", uri(path))
+        assert "result" in response, response
+        assert path.read_text() == "one\ntwo\nthree\ntyped\n"
+
+        # didSave before the changes it wrote: the editor typed, wrote the file, and its change
+        # comes after the didSave.
+        typed = editor.text(path) + "four\n"
+        rewrite(path, typed)
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.change(path, [{"range": {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": 0}}, "text": "four\n"}], typed)
+        editor.sync()
+        # Clean: another program's rewrite is a reload, not a conflict.
+        rewrite(path, typed + "five\n")
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == typed + "five\n"
+        assert not [m for m in editor.seen if m.get("method") in ("window/showMessageRequest", "textDocument/publishDiagnostics")]
+    finally:
+        editor.client.kill()
+
+
+def test_after_a_refused_change_the_whole_text_or_a_save_brings_the_mirror_back(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("abc\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        # A change the server cannot apply (a position inside nothing it knows: an encoding the
+        # editor got wrong), then changes made against the editor's text.
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(path), "version": 2}, "contentChanges": [
+            {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": "x"}}, "text": "X"}]})
+        editor.buffers[uri(path)] = ("Xbc\n", 2)
+        editor.type_at_end(path, "more\n")
+        editor.sync()
+        stderr = wait_until(lambda: editor.client.stderr if "waiting for the whole text" in editor.client.stderr else None, what="the warnings")
+        assert "params.contentChanges[0].range.end.character" in stderr and "not mirrored exactly" in stderr
+        # The editor writes its text: didSave makes the file the buffer's text.
+        rewrite(path, editor.text(path))
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.type_at_end(path, "after\n")
+        editor.sync()
+        editor.command("docsession.save", uri(path))
+        assert path.read_text() == "Xbc\nmore\nafter\n"
+        # A whole text brings it back too.
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(path), "version": 9}, "contentChanges": [
+            {"range": {"start": {"line": 9, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "backwards"}]})
+        editor.change(path, [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "lost "},
+                             {"text": "whole\n"}, {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "text": "end\n"}],
+                      "whole\nend\n")
+        editor.sync()
+        editor.command("docsession.save", uri(path))
+        assert path.read_text() == "whole\nend\n"
+    finally:
+        editor.client.kill()
+
+
+def test_a_move_is_a_deletion_for_a_buffer_and_attributes_go_to_the_log(place: Path) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("text\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        os.chmod(path, 0o600)
+        logged = editor.next_notification("window/logMessage")
+        assert logged["params"] == {"type": 2, "message": "notes.txt: the file's permissions or attributes changed"}
+        # Renamed by another program: the buffer is its file by name, so the file is gone for it.
+        path.rename(place / "docs" / "renamed.txt")
+        (diagnostic,) = editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"]
+        assert "deleted on disk" in diagnostic["message"]
+        # The editor writes the buffer where its name says: the file is back.
+        path.write_text(editor.text(path))
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+        assert (place / "docs" / "renamed.txt").read_text() == "text\n"
+    finally:
+        editor.client.kill()
+
+
+def test_a_rewrite_that_truncates_first_ends_in_the_whole_new_text(place: Path) -> None:
+    """`echo text > file` truncates the file, then writes: the watcher may see the empty file. The
+    editor gets the text the file ends with, not an empty buffer."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("old text\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        for text in ("new text\n", "newer text\n", "newest text\n"):
+            with open(path, "w") as out:  # O_TRUNC, then the write, as a slow writer makes them
+                out.flush()
+                time.sleep(0.08)  # the writer's pace, not a wait for the server
+                out.write(text)
+            while editor.text(path) != text:
+                editor.apply(editor.next_request("workspace/applyEdit"))
+        assert not [m for m in editor.seen if m.get("method") == "window/showMessageRequest"]
+    finally:
+        editor.client.kill()
+
+
+def test_a_reload_waits_for_the_change_that_follows_the_one_applied_before(place: Path) -> None:
+    """An editor answers `workspace/applyEdit` at once but sends the change that follows later
+    (Neovim holds changes back 150 ms): a second rewrite meanwhile must not be proposed against the
+    version the editor has left (an editor skips such an edit)."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("first\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        rewrite(path, "second\n")
+        request = editor.next_request("workspace/applyEdit")
+        (change,) = request["params"]["edit"]["documentChanges"]
+        text, version = editor.buffers[uri(path)]
+        applied = apply_lsp_edits(text, change["edits"])
+        editor.answer(request, {"applied": True})
+        editor.buffers[uri(path)] = (applied, version + 1)
+        rewrite(path, "third\n")
+        time.sleep(0.5)  # the editor's debounce, before its change goes out
+        editor.client.notify("textDocument/didChange", {"textDocument": {"uri": uri(path), "version": version + 1}, "contentChanges": [{"text": applied}]})
+        # The next proposal is against the editor's version now (Editor.apply checks it).
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "third\n"
+    finally:
+        editor.client.kill()
+
+
+@pytest.mark.parametrize("answer", [
+    {"result": None},
+    {"error": {"code": -32603, "message": "the editor could not show it"}},
+    None,  # never answered
+], ids=["null", "error", "no answer"])
+def test_a_question_not_answered_with_an_action_changes_nothing(place: Path, answer: dict[str, Any] | None) -> None:
+    path = place / "docs" / "notes.txt"
+    path.write_text("x\n")
+    editor = Editor(place)
+    try:
+        question = conflict(place, editor, path, "mine\n", "theirs\n")
+        if answer is not None:
+            editor.client.send({"jsonrpc": "2.0", "id": question["id"], **answer})
+        # The server goes on serving; nothing is applied, and the conflict stays (a save is
+        # refused rather than overwriting the file).
+        editor.sync()
+        response = editor.command("docsession.save", uri(path))
+        assert response["error"]["code"] == -32017, response
+        assert path.read_text() == "theirs\n"
+        assert not [m for m in editor.seen if m.get("method") == "workspace/applyEdit"]
+        if answer is None:
+            # Answered late, it is still taken.
+            editor.answer(question, {"title": "Keep mine"})
+            assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+    finally:
+        editor.client.kill()
