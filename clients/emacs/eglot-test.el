@@ -226,7 +226,10 @@ changed (a conflict being merged), answered no: the edits stay, and the server's
             (let* ((server (eglot-current-server))
                    (process (jsonrpc--process server)))
               (signal-process process 'SIGKILL)
-              (should (docsession-eglot-test--wait (lambda () (not (process-live-p process))))))
+              (should (docsession-eglot-test--wait (lambda () (not (process-live-p process)))))
+              ;; And eglot has seen it (its sentinel ran: the buffer is no longer managed), or
+              ;; killing the buffer would send didClose to the dead process.
+              (should (docsession-eglot-test--wait (lambda () (not (eglot-managed-p))))))
             (set-buffer-modified-p nil))
           (kill-buffer buffer)
           (should (equal (docsession-eglot-test--file path) "saved line\n"))
