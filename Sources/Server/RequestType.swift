@@ -24,6 +24,21 @@ extension RequestType {
     }
 }
 
+/// A request that takes no params (`shutdown`, `workspace/recoverable`, `session/snapshot`):
+/// absent, `null`, `{}` and `[]` are accepted, anything else is -32602 naming the first param given.
+protocol ParamlessRequest: RequestType {
+    init()
+}
+
+extension ParamlessRequest {
+    init(params: Params) { self.init() }
+
+    static func decode(_ request: Request) throws(ResponseError) -> Self {
+        try Params.expectNone(request.params, method: method)
+        return Self()
+    }
+}
+
 /// A result as it goes on the wire. Members are written in the order `json` inserts them (the
 /// golden sessions compare bytes).
 protocol RequestResult: Sendable {

@@ -29,16 +29,9 @@ struct SetClientStateRequest: RequestType {
 }
 
 /// `session/snapshot` → ``SnapshotSessionResult``: takes no params.
-struct SnapshotSessionRequest: RequestType {
+struct SnapshotSessionRequest: ParamlessRequest {
     static let method = "session/snapshot"
     typealias Result = SnapshotSessionResult
-
-    init(params: Params) {}
-
-    static func decode(_ request: Request) throws(ResponseError) -> SnapshotSessionRequest {
-        try Params.expectNone(request.params, method: method)
-        return SnapshotSessionRequest(params: Params(object: [:], path: "params"))
-    }
 }
 
 /// One open document as a snapshot holds it.

@@ -46,16 +46,9 @@ struct DiscardRecoveryRequest: RequestType {
 }
 
 /// `workspace/recoverable` → ``RecoverableResult``: takes no params.
-struct RecoverableRequest: RequestType {
+struct RecoverableRequest: ParamlessRequest {
     static let method = "workspace/recoverable"
     typealias Result = RecoverableResult
-
-    init(params: Params) {}
-
-    static func decode(_ request: Request) throws(ResponseError) -> RecoverableRequest {
-        try Params.expectNone(request.params, method: method)
-        return RecoverableRequest(params: Params(object: [:], path: "params"))
-    }
 }
 
 /// Every journal waiting: `{journals: [{uri, date, edits, version, open}]}`, newest first.

@@ -145,16 +145,9 @@ struct InitializeResult: RequestResult {
 }
 
 /// `shutdown` → `null`: takes no params.
-struct ShutdownRequest: RequestType {
+struct ShutdownRequest: ParamlessRequest {
     static let method = "shutdown"
     typealias Result = NullResult
-
-    init(params: Params) {}
-
-    static func decode(_ request: Request) throws(ResponseError) -> ShutdownRequest {
-        try Params.expectNone(request.params, method: method)
-        return ShutdownRequest(params: Params(object: [:], path: "params"))
-    }
 }
 
 /// `initialized`: its params are not looked at.
