@@ -60,12 +60,18 @@ def rewrite(path: Path, text: str) -> None:
 
 
 def offset(text: str, position: dict[str, int]) -> int:
+    """A position's offset in `text`, its character counted in UTF-16 code units (LSP's default)."""
     lines = text.split("\n")
     line = position["line"]
     if line >= len(lines):
         return len(text)
     start = sum(len(l) + 1 for l in lines[:line])
-    return start + min(position["character"], len(lines[line]))
+    units = 0
+    for index, character in enumerate(lines[line]):
+        if units >= position["character"]:
+            return start + index
+        units += 2 if ord(character) > 0xFFFF else 1
+    return start + len(lines[line])
 
 
 def apply_lsp_edits(text: str, edits: list[dict[str, Any]]) -> str:

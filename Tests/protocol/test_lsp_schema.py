@@ -16,15 +16,14 @@ kill -9 during unsaved edits and the recovery offered at the next didOpen; shutd
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from rpc_client import RpcClient, binary_path, wait_until
+from rpc_client import RpcClient, wait_until
+from test_lsp_mode import apply_lsp_edits, need_binary, place, rewrite, uri  # noqa: F401 (place: a fixture)
 
 lsprotocol = pytest.importorskip(
     "lsprotocol", reason="lsprotocol is not installed (scripts/bootstrap --tests installs it from PyPI)")
@@ -61,55 +60,6 @@ def differences(original: Any, again: Any, path: str, extra: list[str]) -> list[
     if type(original) is not type(again) or original != again:
         return [f"{path}: {original!r} became {again!r}"]
     return []
-
-
-def need_binary() -> Path:
-    path = binary_path()
-    if not path.is_file():
-        pytest.skip(f"server binary {path} is missing: run `swift build` or set DOCSESSION_BIN")
-    return path
-
-
-@pytest.fixture
-def place() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="docsession-lsp-schema-"))
-    (directory / "state").mkdir()
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def uri(path: Path) -> str:
-    return path.resolve().as_uri()
-
-
-def rewrite(path: Path, text: str) -> None:
-    """Rewrites the file in place in one write (never empty in between), as another program would."""
-    data = text.encode()
-    with open(path, "r+b") as file:
-        file.write(data)
-        file.truncate(len(data))
-
-
-def offset(text: str, position: dict[str, int]) -> int:
-    """A UTF-16 position's offset in `text`."""
-    lines = text.split("\n")
-    start = sum(len(line) + 1 for line in lines[: position["line"]])
-    line = lines[position["line"]] if position["line"] < len(lines) else ""
-    units = 0
-    for index, character in enumerate(line):
-        if units >= position["character"]:
-            return start + index
-        units += 2 if ord(character) > 0xFFFF else 1
-    return start + len(line)
-
-
-def apply_edits(text: str, edits: list[dict[str, Any]]) -> str:
-    for edit in sorted(edits, key=lambda e: offset(text, e["range"]["start"]), reverse=True):
-        start, end = offset(text, edit["range"]["start"]), offset(text, edit["range"]["end"])
-        text = text[:start] + edit["newText"] + text[end:]
-    return text
 
 
 def check_lsp(message: dict[str, Any], cls: type, allowed_extra: set[str] = frozenset()) -> None:
@@ -195,7 +145,7 @@ class Checked:
             for change in message["params"]["edit"]["documentChanges"]:
                 document = change["textDocument"]["uri"]
                 assert change["textDocument"]["version"] == self.versions[document], change
-                new = apply_edits(self.texts[document], change["edits"])
+                new = apply_lsp_edits(self.texts[document], change["edits"])
                 self.client.send({"jsonrpc": "2.0", "id": message["id"], "result": {"applied": True}})
                 self.change(document, [{"range": edit["range"], "text": edit["newText"]} for edit in change["edits"]], new)
         elif method == "window/showMessageRequest":
