@@ -9,7 +9,7 @@ import TextBuffer
 /// `document/resolveConflict` → ``ResolveConflictResult``.
 struct ResolveConflictRequest: RequestType {
     static let method = "document/resolveConflict"
-    typealias Result = ResolveConflictResult
+    typealias Result = EitherResult<ResolveConflictResult, PackageInfo>
     var handle: String
     var resolution: ConflictResolution
     var version: Int64?

@@ -8,7 +8,7 @@ import JSONRPC
 /// `document/save` → ``SaveDocumentResult``.
 struct SaveDocumentRequest: RequestType {
     static let method = "document/save"
-    typealias Result = SaveDocumentResult
+    typealias Result = EitherResult<SaveDocumentResult, PackageSaveAnswer>
     var handle: String
     /// `to` as a path, not yet checked against the roots: save as a new file.
     var newPath: String?
@@ -41,7 +41,7 @@ struct SaveDocumentResult: RequestResult {
 /// `document/revert` → ``DocumentInfo``.
 struct RevertDocumentRequest: RequestType {
     static let method = "document/revert"
-    typealias Result = DocumentInfo
+    typealias Result = EitherResult<DocumentInfo, PackageInfo>
     var handle: String
     var includeText: Bool
 
