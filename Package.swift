@@ -89,11 +89,13 @@ let package = Package(
         // per function; optimised in debug builds too, like FileStore.
         .target(name: "CTextScan", cSettings: [.unsafeFlags(["-O2"])]),
         // A document's life (UIDocument's role): open documents, versions, edits, undo, states.
-        .target(name: "DocumentSession", dependencies: ["TextBuffer", "FileStore", "Execution"]),
+        .target(name: "DocumentSession", dependencies: ["TextBuffer", "FileStore", "Execution", "ManagedStore"]),
         // The protocol's method table and lifecycle; the only place that knows wire and core types.
         .target(name: "Server", dependencies: [
             "JSONRPC",
             "DocumentSession",
+            "ManagedStore",
+            "UTF8Validation",
             "TextBuffer",
             "FileStore",
             .product(name: "Logging", package: "swift-log"),

@@ -41,16 +41,18 @@ enum DatabaseLayout {
 /// The managed store of one open document. The actor and a save's thread (which publishes it)
 /// share it; every use goes through the lock, and the store itself is not thread-safe.
 final class DatabaseHandle: @unchecked Sendable {
-    private let lock = Mutex(())
+    /// Guards the store (with the summary, which a reload changes).
+    private let lock: Mutex<StoreSummary>
     private let store: ManagedStore
     let workingPath: String
-    private(set) var summary: StoreSummary
 
     init(store: ManagedStore, workingPath: String, readOnly: Bool) {
         self.store = store
         self.workingPath = workingPath
-        summary = StoreSummary(userVersion: store.migratedTo, migratedFrom: store.migratedFrom, migratedTo: store.migratedTo, readOnly: readOnly)
+        lock = Mutex(StoreSummary(userVersion: store.migratedTo, migratedFrom: store.migratedFrom, migratedTo: store.migratedTo, readOnly: readOnly))
     }
+
+    var summary: StoreSummary { lock.withLock { $0 } }
 
     func locked<T>(_ body: (ManagedStore) throws(StoreError) -> T) throws(StoreError) -> T {
         let result: Result<T, StoreError> = lock.withLock { _ in
@@ -80,8 +82,18 @@ final class DatabaseHandle: @unchecked Sendable {
         }
     }
 
-    func reload(fromPublished path: String?) throws(StoreError) {
-        try locked { store throws(StoreError) in try store.reload(fromPublished: path) }
+    /// Takes the published store at `path` as the working copy (the undo history is dropped).
+    func reload(fromPublished path: String) throws(StoreError) {
+        let result: Result<Void, StoreError> = lock.withLock { summary in
+            do throws(StoreError) {
+                try store.reload(fromPublished: path)
+                summary = StoreSummary(userVersion: store.migratedTo, migratedFrom: store.migratedFrom, migratedTo: store.migratedTo, readOnly: summary.readOnly)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
     }
 
     /// Closes the store and removes its working copy (with SQLite's files beside it).
@@ -123,7 +135,7 @@ extension PackageStore {
         let published = packagePath + "/" + DatabaseLayout.storePath
         let result = await runOnOwnThread { () -> Result<Void, StoreError> in
             do throws(StoreError) {
-                try database.reload(fromPublished: (try? fileStatus(published)) != nil ? published : nil)
+                try database.reload(fromPublished: published)
                 return .success(())
             } catch {
                 return .failure(error)

@@ -42,7 +42,6 @@ extension PackageStore {
             case .bytes(let bytes): return PackageEntryWrite(path: path, source: .bytes(bytes))
             }
         }
-        writes += document.emptyDirectories.sorted().map { PackageEntryWrite(path: $0, source: .directory) }
         if let database = databases[handle] {
             writes.append(PackageEntryWrite(path: DatabaseLayout.storePath, source: .produce({ (destination) throws(FileSystemError) in
                 try database.publish(to: destination)
@@ -67,6 +66,7 @@ extension PackageStore {
             if (onDisk(before) || onDisk(after)), !onDisk(snapshot[entryPath]) { materialize.insert(entryPath) }
         }
         let toRead = materialize
+        let allWrites = writes
         let result = await runOnOwnThread { () -> Result<(PackageSaveResult, DiskTree, [String: [UInt8]]), DocumentError> in
             do throws(FileSystemError) {
                 var kept: [String: [UInt8]] = [:]
@@ -78,7 +78,7 @@ extension PackageStore {
                     let now = try? PackageSave.signature(of: path)
                     if now != expected { return .failure(.packageChangedOnDisk(path: path)) }
                 }
-                let saved = try PackageSave.save(packageAt: path, entries: writes, exchangeUnsupported: exchangeUnsupported)
+                let saved = try PackageSave.save(packageAt: path, entries: allWrites, exchangeUnsupported: exchangeUnsupported)
                 return .success((saved, try Self.listTree(path, kind: kind), kept))
             } catch {
                 return .failure(.fileSystem(error))

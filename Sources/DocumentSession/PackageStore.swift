@@ -1,5 +1,6 @@
 import Execution
 import FileStore
+import ManagedStore
 import SystemCalls
 
 #if canImport(Glibc)
@@ -129,6 +130,8 @@ public actor PackageStore {
     static func listTree(_ path: String, kind: PackageKind) throws(FileSystemError) -> DiskTree {
         let signature = try PackageSave.signature(of: path)
         let listed = try PackageSave.entries(of: path)
+        var modified: [String: Int64] = [:]
+        for item in signature.items { modified[item.path] = item.modificationNanoseconds }
         var entries: [String: EntryContent] = [:]
         var directories: Set<String> = []
         var nonEmpty: Set<String> = []
@@ -137,8 +140,11 @@ public actor PackageStore {
             switch entry.kind {
             case .directory:
                 directories.insert(entry.path)
+            case .other:
+                // A FIFO, socket or device inside a package: not an entry (never read or written).
+                continue
             case .file, .symlink:
-                entries[entry.path] = .onDisk(kind: entry.kind == .file ? .file : .symlink, size: entry.size, modified: entry.modificationTime)
+                entries[entry.path] = .onDisk(kind: entry.kind == .file ? .file : .symlink, size: entry.size, modified: modified[entry.path] ?? 0)
                 var parent = entry.path
                 while let slash = parent.lastIndex(of: "/") {
                     parent = String(parent[..<slash])
@@ -194,9 +200,10 @@ public actor PackageStore {
             })))
         }
         let exchangeUnsupported = exchangeUnsupported
+        let firstWrites = writes
         let result = await runOnOwnThread { () -> Result<PackageSignature, FileSystemError> in
             do throws(FileSystemError) {
-                _ = try PackageSave.save(packageAt: path, entries: writes, exchangeUnsupported: exchangeUnsupported)
+                _ = try PackageSave.save(packageAt: path, entries: firstWrites, exchangeUnsupported: exchangeUnsupported)
                 return .success(try PackageSave.signature(of: path))
             } catch {
                 return .failure(error)

@@ -210,9 +210,9 @@ extension Server {
         var data: JSONObject = ["code": .integer(Int64(error.code)), "codeName": .string(error.codeName), "message": .string(error.message)]
         if let statement = error.statement { data["statement"] = .string(statement) }
         if let migration = error.migration { data["migration"] = .integer(Int64(migration)) }
-        data["kind"] = .string(error.kindName)
+        data["kind"] = .string(error.kind.rawValue)
         let what = error.migration.map { "migration \($0)" } ?? "the statement"
-        if error.isRefusal {
+        if error.kind != .sqlite && error.kind != .file && error.kind != .publish {
             return ResponseError(.statementRefused, "\(what) was refused: \(error.message)", data: .object(data))
         }
         return ResponseError(.storeError, "SQLite: \(error.codeName): \(error.message)\(error.migration.map { " (migration \($0); the store is as it was before it)" } ?? "")", data: .object(data))

@@ -119,7 +119,7 @@ struct EditDocumentResult: RequestResult {
 }
 
 /// `document/undo` and `document/redo`: the same params (`document`, an optional `version`).
-protocol HistoryStepRequest: RequestType where Result == EditsResult {
+protocol HistoryStepRequest: RequestType where Result == EitherResult<EditsResult, PackageStepResult> {
     var handle: String { get }
     var version: Int64? { get }
     init(handle: String, version: Int64?)

@@ -38,15 +38,16 @@ extension Params {
             }
             return Array(text.utf8)
         case (nil, let encoded?):
+            let bytes: [UInt8]
             do throws(Base64.DecodingError) {
-                let bytes = try Base64.decode(encoded)
-                guard bytes.count <= PackageStore.maximumEntrySize else {
-                    throw .invalidParams(field: fieldPath("base64"), "\(bytes.count) bytes, more than the \(PackageStore.maximumEntrySize) an entry may hold")
-                }
-                return bytes
+                bytes = try Base64.decode(encoded)
             } catch {
                 throw .invalidParams(field: fieldPath("base64"), "not base64: \(error.reason) at character \(error.offset)")
             }
+            guard bytes.count <= PackageStore.maximumEntrySize else {
+                throw .invalidParams(field: fieldPath("base64"), "\(bytes.count) bytes, more than the \(PackageStore.maximumEntrySize) an entry may hold")
+            }
+            return bytes
         case (nil, nil):
             throw .invalidParams(field: fieldPath("text"), "missing (give text, or base64 for bytes)")
         case (_?, _?):
@@ -60,7 +61,7 @@ extension Params {
     func sqlParams(_ key: String) throws(ResponseError) -> SQLParams {
         switch value(key) {
         case nil:
-            return .positional([])
+            return .none
         case .array(let values)?:
             var converted: [SQLValue] = []
             for (index, value) in values.enumerated() {
@@ -215,8 +216,8 @@ struct ExecuteStoreResult: RequestResult {
 
     var json: JSONValue {
         [
-            "version": .integer(version), "changes": .integer(Int64(result.changes)),
-            "lastInsertRowid": .integer(result.lastInsertRowid), "undoable": .bool(result.changed),
+            "version": .integer(version), "changes": .integer(Int64(result.rowsChanged)),
+            "lastInsertRowid": .integer(result.lastInsertRowID), "undoable": .bool(result.changed),
         ]
     }
 }
@@ -273,7 +274,9 @@ struct PackageInfo: RequestResult {
                 "readOnly": .bool(store.readOnly),
             ]
         }
-        if let recovered { info["interruptedSave"] = .string(recovered.description) }
+        if let recovered {
+            info["interruptedSave"] = ["outcome": .string(recovered.outcome.rawValue), "removed": .array(recovered.removed.map { .string($0) })]
+        }
         return .object(info)
     }
 }

@@ -68,7 +68,7 @@ def test_a_managed_document_is_created_migrated_edited_undone_and_saved_without_
     assert first["changes"] == 1 and first["lastInsertRowid"] == 1 and first["undoable"] is True and first["version"] == 2
     second = server.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES (:title); UPDATE notes SET pinned = 1 WHERE id = 1",
                                            "params": {"title": "two"}, "version": 2})
-    assert second["version"] == 3 and second["changes"] == 1
+    assert second["version"] == 3 and second["changes"] == 2, second  # rows changed by the whole request
     assert rows(server, handle) == [[1, "one", "first body", 1.5, 1], [2, "two", None, None, 0]]
     typed = server.call("store/query", {"document": handle, "sql": "SELECT data, typeof(score) FROM notes WHERE id = ?", "params": [1]})
     assert typed == {"columns": ["data", "typeof(score)"], "rows": [[{"base64": "AAE="}, "real"]]}

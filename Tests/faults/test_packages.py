@@ -220,16 +220,21 @@ def test_another_programs_change_reloads_a_clean_package_and_is_a_conflict_for_a
 
 def test_a_refused_exchange_falls_back_to_two_renames_and_says_so(sandbox):
     # The file system's refusal is real here: strace makes renameat2 answer EINVAL, as file systems
-    # without RENAME_EXCHANGE do.
-    package = make_bundle(sandbox.docs)
+    # without RENAME_EXCHANGE do. (One entry, rewritten: the exchange is the save thread's first
+    # renameat2; copying an unchanged entry renames a temp file into the staged tree first.)
+    package = sandbox.docs / "notes.textbundle"
+    package.mkdir()
+    write_file(package / "text.md", "old\n")
     server = sandbox.start()
     handle = server.call("document/open", {"uri": uri(package)})["document"]
     server.call("document/writeEntry", {"document": handle, "path": "text.md", "text": "changed\n"})
-    tracer = sandbox.trace(server, inject=("renameat2:error=EINVAL:when=1",), trace=("renameat2", "renameat", "rename"))
+    tracer = sandbox.trace(server, inject=("renameat2:error=EINVAL:when=1",), trace=("renameat2",))
     saved = server.save(handle).result
     tracer.detach()
-    assert saved["method"] == "renames", saved
-    assert tree(package)["text.md"] == b"changed\n" and siblings(package) == []
+    assert saved["method"] == "renames", (saved, [call.line for call in tracer.calls()])
+    assert tree(package) == {"text.md": b"changed\n"} and siblings(package) == []
+    renames = [call for call in tracer.calls() if call.name == "renameat2"]
+    assert renames[0].injected and "RENAME_EXCHANGE" in renames[0].args, [call.line for call in renames]
 
 
 def discover_save_calls(sandbox, prepare) -> list[tuple[str, int]]:
@@ -257,12 +262,23 @@ def kill_points(sandbox, prepare, check_whole) -> None:
     points = discover_save_calls(sandbox, prepare)
     assert len(points) >= 10, points
     outcomes = {"old": 0, "new": 0}
+    missed = []
     for name, nth in points:
         server, handle, package = prepare()
         tracer = sandbox.trace(server, trace=PACKAGE_SYSCALLS, inject=(f"{name}:signal=SIGKILL:when={nth}",))
-        server.send_save(handle)
-        assert server.wait_exit() == -signal.SIGKILL, (name, nth)
-        tracer.wait()
+        request = server.send_save(handle)
+        try:
+            response, _ = server.rpc.read_until_response(request, timeout=60)
+        except EOFError:
+            assert server.wait_exit() == -signal.SIGKILL, (name, nth)
+            tracer.wait()
+        else:
+            # This save made fewer such calls than the traced one (SQLite opens its working copy's
+            # files as it needs them): it ran to the end, and must have saved.
+            assert response.get("result", {}).get("method") in ("exchange", "renames"), (name, nth, response)
+            missed.append((name, nth))
+            tracer.stop()
+            server.kill()
         outcome = check_whole(package, (name, nth))
         outcomes[outcome] += 1
         # The next open finishes or rolls back what the dead server left: nothing beside the package.
@@ -271,8 +287,10 @@ def kill_points(sandbox, prepare, check_whole) -> None:
         assert siblings(package) == [], (name, nth, siblings(package))
         assert check_whole(package, (name, nth)) == outcome, (name, nth)
         fresh.shutdown()
-    # Both sides were seen: kills before the swap leave the old tree, after it the new one.
+    # Both sides were seen: kills before the swap leave the old tree, after it the new one; nearly
+    # every point was reached.
     assert outcomes["old"] > 0 and outcomes["new"] > 0, outcomes
+    assert len(missed) <= len(points) // 4, (missed, points)
 
 
 def test_sigkill_at_each_system_call_of_a_package_save_leaves_the_old_or_the_new_package_whole(sandbox):
