@@ -153,7 +153,7 @@ extension PackageSave {
         let parent = try openParent(parentPath)
         let directory = parent.rawValue
         let names = SiblingNames(name: name)
-        let siblings = try self.names(in: parent.descriptor, path: parentPath)
+        let siblings = try self.names(in: parent.descriptor, path: parentPath, skippingNonUTF8: true)
         var removed: [String] = []
         var outcome: PackageRecovery.Outcome?
         var torn = false

@@ -108,6 +108,7 @@ public enum PackageSave {
     ///   removes the staged tree and leaves the package untouched; `EEXIST` when a package appeared
     ///   during a first save, or when an intent record of an interrupted save waits for
     ///   ``recoverInterruptedSave(packageAt:)``; `EINVAL` for a bad or repeated relative path.
+    @discardableResult
     public static func save(
         packageAt path: String, entries: [PackageEntryWrite], keepOldTree: String? = nil,
         linkUnchanged: Bool = false, exchangeUnsupported: Bool = false
