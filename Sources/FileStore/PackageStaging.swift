@@ -27,6 +27,9 @@ struct StagedTree {
     private(set) var durable = true
     /// The directories made below the stage, with the modes they get at the end.
     private var directories: [String: mode_t] = [:]
+    /// Set when the file system answered that it cannot clone: the later files skip the attempt
+    /// (a file created, an `ioctl` refused, the file unlinked).
+    private var cloneUnsupported = false
 
     init(stage: Int32, stagePath: String, packagePath: String, old: Int32?, linkUnchanged: Bool) {
         self.stage = stage
@@ -142,7 +145,7 @@ struct StagedTree {
         } catch {
             throw FileSystemError(error, path: PackageSave.join(packagePath, relative), reason: "reading the unchanged file; the package is unchanged")
         }
-        do {
+        if !cloneUnsupported {
             let target = try create(relative)
             if cfs_ficlone(target.rawValue, source.rawValue) == 0 {
                 try finishFile(target, relative, mode: mode)
@@ -153,6 +156,7 @@ struct StagedTree {
             guard number == EOPNOTSUPP || number == EXDEV || number == EINVAL || number == ENOTTY || number == ENOSYS else {
                 throw failure("ioctl(FICLONE)", relative, number)
             }
+            cloneUnsupported = true
             // The empty file goes; the name is taken again by the link or the copy.
             _ = consume target
             guard unlinkat(stage, relative, 0) == 0 else { throw failure("unlinkat", relative) }
@@ -198,20 +202,18 @@ struct StagedTree {
             return left != right ? left > right : $0.key > $1.key
         }
         for (relative, mode) in deepestFirst {
-            guard fchmodat(stage, relative, mode, 0) == 0 else { throw failure("fchmodat", relative) }
-            try flush(relative)
+            // Through one descriptor opened before the mode changes: a mode without read
+            // permission would refuse the open that the flush needs.
+            let directory = try PackageSave.openDirectory(relative, relativeTo: stage, path: PackageSave.join(stagePath, relative))
+            try setModeAndFlush(directory.rawValue, mode, relative)
         }
-        guard fchmod(stage, packageMode) == 0 else { throw failure("fchmod", "") }
-        try flush("")
+        try setModeAndFlush(stage, packageMode, "")
     }
 
-    private mutating func flush(_ relative: String) throws(FileSystemError) {
+    private mutating func setModeAndFlush(_ directory: Int32, _ mode: mode_t, _ relative: String) throws(FileSystemError) {
+        guard fchmod(directory, mode) == 0 else { throw failure("fchmod", relative) }
         do {
-            if relative.isEmpty {
-                try flushDirectory(FileDescriptor(rawValue: stage), path: stagePath)
-            } else {
-                try flushDirectory(at: relative, relativeTo: FileDescriptor(rawValue: stage))
-            }
+            try flushDirectory(FileDescriptor(rawValue: directory), path: PackageSave.join(stagePath, relative))
         } catch {
             guard error.errno == .invalidArgument else { throw failure(error, relative) }
             durable = false
