@@ -238,6 +238,11 @@ public enum PackageSave {
             do {
                 try renameNoReplace(name, in: parent, to: keepOldTree, in: nil, fromPath: leftPath, toPath: keepOldTree, checkThenRename: false)
                 result.oldTree = keepOldTree
+                // The directory it went to, when it is not the parent (flushed below).
+                let keptParent = (try? split(keepOldTree))?.parent ?? parentPath
+                if keptParent != parentPath {
+                    result.durable = (try? flushDirectory(at: keptParent)) != nil && result.durable
+                }
             } catch {
                 result.oldTree = leftPath
                 result.cleanupError = FileSystemError(error, path: keepOldTree, reason: "keeping the old tree (left at \(leftPath))")

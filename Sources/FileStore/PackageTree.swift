@@ -144,6 +144,14 @@ extension PackageSave {
         /// `.<name>.docsession-intent`: the fallback's intent record.
         var intent: String { "." + name + ".docsession-intent" }
 
+        /// Whether `sibling` is `prefix` and exactly 16 hex digits: the names of another package
+        /// that starts with this one's (`x` and `x.docsession-stage-y`) never count as ours.
+        static func matches(_ sibling: String, prefix: String) -> Bool {
+            guard sibling.hasPrefix(prefix) else { return false }
+            let rest = sibling.utf8.dropFirst(prefix.utf8.count)
+            return rest.count == 16 && rest.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+        }
+
         /// `prefix` and 16 random hex digits.
         static func random(_ prefix: String) -> String {
             var generator = SystemRandomNumberGenerator()
