@@ -431,6 +431,29 @@ struct PackageRecoveryTests {
         #expect(try listing(home.path) == [packageName])
     }
 
+    @Test("an old tree left by the fallback after its record went: removed, the package kept")
+    func oldTreeWithoutRecord() throws {
+        let (home, package) = try makePackageHome()
+        defer { withExtendedLifetime(home) {} }  // the directory goes with it
+        try saveFirstVersion(package)
+        try stage(home, at: oldName, text: "# Old\n")
+        let recovery = try PackageSave.recoverInterruptedSave(packageAt: package)
+        #expect(recovery == PackageRecovery(outcome: .cleanedUp, removed: [oldName], tornIntentRecord: false))
+        #expect(try text(package + "/text.md") == "# One\n")
+        #expect(try listing(home.path) == [packageName])
+    }
+
+    @Test("the leftovers of a package whose name starts with this one's staging name are not this one's")
+    func othersLeftoversKept() throws {
+        let (home, package) = try makePackageHome()
+        defer { withExtendedLifetime(home) {} }  // the directory goes with it
+        try saveFirstVersion(package)
+        let other = "." + packageName + ".docsession-stage-x.docsession-old-00000000000000ef"
+        try stage(home, at: other)
+        #expect(try PackageSave.recoverInterruptedSave(packageAt: package) == nil)
+        #expect(try listing(home.path) == [other, packageName].sorted())
+    }
+
     @Test("intent record, package moved away and the staged tree gone: the old tree is put back")
     func putsOldTreeBack() throws {
         let (home, package) = try makePackageHome()
