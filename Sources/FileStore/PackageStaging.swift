@@ -52,9 +52,8 @@ struct StagedTree {
     /// Writes `entry` into the staged tree.
     mutating func write(_ entry: PackageEntryWrite) throws(FileSystemError) {
         try makeParents(of: entry.path)
-        let oldStatus = try old.flatMap { (old) throws(FileSystemError) in
-            try PackageSave.status(of: entry.path, in: old, path: PackageSave.join(packagePath, entry.path))
-        }
+        let oldEntry = try oldLocation(of: entry.path)
+        let oldStatus = oldEntry?.status
         let oldMode = oldStatus.flatMap { $0.st_mode & S_IFMT == S_IFREG ? $0.st_mode & 0o7777 : nil }
         let mode = entry.permissions?.rawValue ?? oldMode ?? 0o644
         switch entry.source {
@@ -84,16 +83,52 @@ struct StagedTree {
             try finishFile(file, entry.path, mode: mode)
             written += 1
         case .unchanged:
-            guard let old, let oldStatus else {
-                throw failure("fstatat", entry.path, ENOENT)
+            guard let oldEntry else {
+                throw FileSystemError(errno: ENOENT, syscall: "fstatat", path: PackageSave.join(packagePath, entry.path),
+                    reason: "an unchanged entry the package does not hold (a symlinked directory is not followed); the package is unchanged")
             }
-            switch PackageSave.kind(of: oldStatus) {
-            case .file: try copyUnchanged(entry.path, from: old, mode: mode, keepsMode: mode == oldMode)
-            case .symlink: try copySymlink(entry.path, from: old, size: Int(oldStatus.st_size))
+            switch PackageSave.kind(of: oldEntry.status) {
+            case .file: try copyUnchanged(entry.path, from: oldEntry, mode: mode, keepsMode: mode == oldMode)
+            case .symlink: try copySymlink(entry.path, from: oldEntry)
             case .directory: throw failure("save", entry.path, EISDIR)
             case .other: throw failure("save", entry.path, EINVAL)
             }
         }
+    }
+
+    /// An entry of the old tree: the directory that holds it (open), its name there, its status.
+    struct OldEntry {
+        let directory: OwnedDirectory
+        let name: String
+        let status: stat
+    }
+
+    /// The entry `relative` of the old tree, reached one directory at a time without following a
+    /// symlink (`O_NOFOLLOW | O_DIRECTORY`), so that a symlinked directory inside the package never
+    /// leads a save outside it; nil when there is no such entry (for a first save, or when a
+    /// component is missing, a symlink or not a directory).
+    private func oldLocation(of relative: String) throws(FileSystemError) -> OldEntry? {
+        guard let old else { return nil }
+        var components = relative.split(separator: "/").map(String.init)
+        let name = components.removeLast()
+        var directory = OwnedDirectory(try PackageSave.openDirectory(".", relativeTo: old, path: packagePath))
+        var walked = ""
+        for component in components {
+            walked = walked.isEmpty ? component : walked + "/" + component
+            do {
+                directory = OwnedDirectory(try Descriptor.open(component, .readOnly, options: [.directory, .noFollow],
+                                                               relativeTo: directory.unowned))
+            } catch {
+                if error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory || error.errno == .tooManySymbolicLinkLevels {
+                    return nil
+                }
+                throw FileSystemError(error, path: PackageSave.join(packagePath, walked))
+            }
+        }
+        guard let status = try PackageSave.status(of: name, in: directory.rawValue, path: PackageSave.join(packagePath, relative)) else {
+            return nil
+        }
+        return OldEntry(directory: directory, name: name, status: status)
     }
 
     /// Makes the directories above `relative` in the stage (mode 0700 while staging; the old tree's
@@ -106,8 +141,7 @@ struct StagedTree {
             if directories[prefix] != nil { continue }
             guard mkdirat(stage, prefix, 0o700) == 0 else { throw failure("mkdirat", prefix) }
             var mode: mode_t = 0o755
-            if let old, let status = try PackageSave.status(of: prefix, in: old, path: PackageSave.join(packagePath, prefix)),
-               status.st_mode & S_IFMT == S_IFDIR {
+            if let status = try oldLocation(of: prefix)?.status, status.st_mode & S_IFMT == S_IFDIR {
                 mode = status.st_mode & 0o7777
             }
             directories[prefix] = mode
@@ -138,10 +172,10 @@ struct StagedTree {
 
     /// An unchanged regular file: cloned, else linked (when allowed and the mode stays, since a
     /// link shares the inode's mode with the old tree), else copied.
-    private mutating func copyUnchanged(_ relative: String, from old: Int32, mode: mode_t, keepsMode: Bool) throws(FileSystemError) {
+    private mutating func copyUnchanged(_ relative: String, from old: OldEntry, mode: mode_t, keepsMode: Bool) throws(FileSystemError) {
         let source: Descriptor
         do {
-            source = try Descriptor.open(relative, .readOnly, options: .noFollow, relativeTo: FileDescriptor(rawValue: old))
+            source = try Descriptor.open(old.name, .readOnly, options: .noFollow, relativeTo: old.directory.unowned)
         } catch {
             throw FileSystemError(error, path: PackageSave.join(packagePath, relative), reason: "reading the unchanged file; the package is unchanged")
         }
@@ -162,7 +196,7 @@ struct StagedTree {
             guard unlinkat(stage, relative, 0) == 0 else { throw failure("unlinkat", relative) }
         }
         if linkUnchanged && keepsMode {
-            if linkat(old, relative, stage, relative, 0) == 0 {
+            if linkat(old.directory.rawValue, old.name, stage, relative, 0) == 0 {
                 linked += 1
                 return
             }
@@ -183,9 +217,9 @@ struct StagedTree {
     }
 
     /// An unchanged symlink: made again with the same target (`readlinkat`, `symlinkat`).
-    private mutating func copySymlink(_ relative: String, from old: Int32, size: Int) throws(FileSystemError) {
-        var buffer = [CChar](repeating: 0, count: max(size, 0) + 2)
-        let length = readlinkat(old, relative, &buffer, buffer.count - 1)
+    private mutating func copySymlink(_ relative: String, from old: OldEntry) throws(FileSystemError) {
+        var buffer = [CChar](repeating: 0, count: max(Int(old.status.st_size), 0) + 2)
+        let length = readlinkat(old.directory.rawValue, old.name, &buffer, buffer.count - 1)
         guard length >= 0 else { throw failure("readlinkat", relative) }
         guard length < buffer.count - 1 else { throw failure("readlinkat", relative, EAGAIN) }  // it changed meanwhile
         buffer[length] = 0
