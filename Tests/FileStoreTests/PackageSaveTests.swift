@@ -155,6 +155,25 @@ struct PackageSaveTests {
         #expect(try text(home.file("outside.txt")) == "outside")
     }
 
+    @Test("a symlinked directory inside the package is never followed: kept as a link, not read through")
+    func symlinkedDirectoryNotFollowed() throws {
+        let (home, package) = try makePackageHome()
+        defer { withExtendedLifetime(home) {} }  // the directory goes with it
+        try PackageSave.save(packageAt: package, entries: [write("text.md", "# One\n")])
+        #expect(mkdir(home.file("outside"), 0o755) == 0)
+        try home.write("outside/img.png", "outside")
+        #expect(symlink(home.file("outside"), package + "/assets") == 0)
+        let error = failure { () throws(FileSystemError) in
+            _ = try PackageSave.save(packageAt: package, entries: [unchanged("text.md"), unchanged("assets/img.png")])
+        }
+        #expect(error?.errno == ENOENT && error?.path == package + "/assets/img.png")
+        let result = try PackageSave.save(packageAt: package, entries: [unchanged("text.md"), unchanged("assets")])
+        #expect(result.symlinks == 1)
+        #expect(try tree(package) == ["assets symlink", "text.md file"])
+        #expect(try text(home.file("outside/img.png")) == "outside")
+        #expect(try listing(home.path) == [packageName, "outside"])
+    }
+
     @Test("keepOldTree leaves the old tree there instead of removing it")
     func keepsOldTree() throws {
         let (home, package) = try makePackageHome()
