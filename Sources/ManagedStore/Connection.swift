@@ -54,9 +54,10 @@ final class Connection {
     }
 
     /// The error SQLite reports for the last call on the connection: its extended code and message;
-    /// a refusal recorded by the authorizer replaces SQLite's "not authorized".
+    /// a refusal recorded by the authorizer since its reset replaces SQLite's "not authorized"
+    /// (`SQLITE_AUTH`, or `SQLITE_ERROR` for a function refused).
     func lastError(statement: String?) -> StoreError {
-        if let refusal = policy.refusal, handle.map({ sqlite3_errcode($0) }) == SQLITE_AUTH {
+        if let refusal = policy.refusal {
             var error = refusal
             error.statement = statement
             return error

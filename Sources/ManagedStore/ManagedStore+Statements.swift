@@ -50,7 +50,7 @@ extension ManagedStore {
         let connection = try openConnection(sql)
         guard let handle = connection.handle else { throw .refusal(.closed, "the store is closed", statement: sql) }
         connection.policy.mode = .read
-        connection.policy.refusal = nil
+        connection.policy.reset()
         defer { connection.policy.mode = .internal }
         let utf8 = Array(sql.utf8CString)
         return try utf8.withUnsafeBufferPointer { (buffer) throws(StoreError) -> QueryResult in
@@ -97,14 +97,17 @@ extension ManagedStore {
             while next < end {
                 var statement: OpaquePointer?
                 var tail: UnsafePointer<CChar>?
-                connection.policy.refusal = nil
+                connection.policy.reset()
                 let code = sqlite3_prepare_v2(handle, next, Int32(end - next), &statement, &tail)
                 guard code == SQLITE_OK else {
                     throw connection.lastError(statement: ManagedStore.text(from: next, to: tail ?? end, end: end))
                 }
                 defer { sqlite3_finalize(statement) }
                 guard let statement else { break }  // only blanks and comments were left
-                let text = String(cString: sqlite3_sql(statement))
+                let text = String(cString: sqlite3_sql(statement)).trimmingBlanks()
+                if sqlite3_stmt_readonly(statement) == 0, !connection.policy.sawChange {
+                    throw .refusal(.refused, "VACUUM (and VACUUM INTO, which would write another file) is not allowed", statement: text)
+                }
                 try binder.bind(statement, text: text)
                 while true {
                     connection.policy.refusal = nil
