@@ -82,6 +82,28 @@ extension ManagedStore {
         }
     }
 
+    /// `execute` with positional parameters held in an array.
+    @discardableResult
+    public func execute(_ sql: String, params: [SQLValue]) throws(StoreError) -> ExecuteResult {
+        try execute(sql, params: SQLParams.positional(params))
+    }
+
+    /// `execute` with named parameters held in a dictionary.
+    @discardableResult
+    public func execute(_ sql: String, params: [String: SQLValue]) throws(StoreError) -> ExecuteResult {
+        try execute(sql, params: SQLParams.named(params))
+    }
+
+    /// `query` with positional parameters held in an array.
+    public func query(_ sql: String, params: [SQLValue]) throws(StoreError) -> QueryResult {
+        try query(sql, params: SQLParams.positional(params))
+    }
+
+    /// `query` with named parameters held in a dictionary.
+    public func query(_ sql: String, params: [String: SQLValue]) throws(StoreError) -> QueryResult {
+        try query(sql, params: SQLParams.named(params))
+    }
+
     /// Runs every statement of `sql` on `connection` in `mode`, binding `params`; throws the first
     /// failure, naming its statement. The caller owns the transaction.
     func runStatements(_ sql: String, params: SQLParams, on connection: Connection, mode: AuthorizerPolicy.Mode) throws(StoreError) {

@@ -4,7 +4,10 @@ import SystemCalls
 /// How a managed store is opened.
 public struct StoreOptions: Sendable, Equatable {
     /// The migration scripts, in order: script `i` (1-based) brings the schema from version `i - 1`
-    /// to `i`, tracked by `PRAGMA user_version`. Each may hold several statements.
+    /// to `i`, tracked by `PRAGMA user_version`. Each may hold several statements and change the
+    /// schema; it may not attach files, load extensions, run transaction statements (the store
+    /// runs each script in a transaction of its own) or set PRAGMAs (so `foreign_keys` stays on
+    /// during a migration, and `user_version` is the store's to set).
     public var migrations: [String]
     /// Whether the store only answers reads: its working copy runs with `query_only=ON` and
     /// `execute` is refused.

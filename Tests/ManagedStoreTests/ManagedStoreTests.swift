@@ -87,6 +87,29 @@ func storeError(_ body: () throws -> Void) -> StoreError? {
         #expect(try rows(store, "SELECT name FROM person") == [[.text("Ada")]])
     }
 
+    @Test func aDatabaseWithADamagedSchemaPageIsRefusedAsCorrupt() throws {
+        let directory = try TemporaryDirectory()
+        let store = try openStore(directory)
+        let published = directory.file("published.sqlite")
+        try store.publish(to: published)
+        store.close()
+        // Page 1 holds the header (100 bytes) and then the schema table's b-tree page: garble it.
+        var bytes = try directory.contents("published.sqlite")
+        for index in 100..<400 { bytes[index] = 0xA5 }
+        try directory.write("published.sqlite", bytes)
+        let error = storeError { _ = try openStore(directory, published: published) }
+        #expect(error?.codeName.hasPrefix("SQLITE_CORRUPT") == true, "\(String(describing: error))")
+    }
+
+    @Test func arraysAndDictionariesOfValuesAreParameters() throws {
+        let directory = try TemporaryDirectory()
+        let store = try openStore(directory)
+        let positional: [SQLValue] = [.text("Ada")]
+        let named: [String: SQLValue] = ["id": .integer(1)]
+        try store.execute("INSERT INTO person(name) VALUES (?)", params: positional)
+        #expect(try store.query("SELECT name FROM person WHERE id = :id", params: named).rows == [[.text("Ada")]])
+    }
+
     @Test func aFileThatIsNotADatabaseIsRefusedWithNotADB() throws {
         let directory = try TemporaryDirectory()
         let published = try directory.write("published.sqlite", String(repeating: "not a database ", count: 100))
