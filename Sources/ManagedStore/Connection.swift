@@ -72,7 +72,7 @@ final class Connection {
         guard let handle else { throw .refusal(.closed, "the store is closed", statement: sql) }
         let saved = policy.mode
         policy.mode = mode
-        policy.refusal = nil
+        policy.reset()
         defer { policy.mode = saved }
         guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw lastError(statement: sql) }
     }
@@ -87,6 +87,7 @@ final class Connection {
         guard let handle else { throw .refusal(.closed, "the store is closed", statement: sql) }
         let saved = policy.mode
         policy.mode = .internal
+        policy.reset()
         defer { policy.mode = saved }
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {

@@ -7,7 +7,7 @@ import TestSupport
 @testable import ManagedStore
 
 /// The cost of `publish()` on a 100,000-row table against the floor, a plain backup into a new
-/// file followed by `fsync`. Enabled only with `DOCSESSION_MEASURE=1`: it writes some 10 MB several
+/// file (SQLite's defaults there: rollback journal, `synchronous=FULL`) followed by `fsync`. Enabled only with `DOCSESSION_MEASURE=1`: it writes some 10 MB several
 /// times and its figures mean something only on a quiet machine, so it is not part of the suite's
 /// checks (it checks nothing but that both copies are made).
 @Suite struct PublishMeasurement {
