@@ -237,6 +237,22 @@ func storeError(_ body: () throws -> Void) -> StoreError? {
         #expect(!store.canRedo)
     }
 
+    @Test func anUndoThatMeetsAConflictChangesNothingAndKeepsTheStep() throws {
+        let directory = try TemporaryDirectory()
+        let store = try openStore(directory)
+        try store.execute("INSERT INTO person(id, name) VALUES (1, 'Ada')")
+        try store.execute("UPDATE person SET name = 'Ada Lovelace' WHERE id = 1")
+        // Another connection changes the row behind the store's back (nothing in the server does).
+        let other = try Connection(path: directory.file("work.sqlite"), flags: SQLITE_OPEN_READWRITE)
+        try other.run("UPDATE person SET name = 'Someone else' WHERE id = 1")
+        other.close()
+        let error = storeError { try store.undo() }
+        #expect(error?.codeName == "SQLITE_ABORT")
+        #expect(error?.message.contains("conflict") == true)
+        #expect(try rows(store, "SELECT name FROM person") == [[.text("Someone else")]])
+        #expect(store.undoSteps.count == 2 && !store.canRedo)
+    }
+
     @Test func undoOfADeleteBringsBackTheRowsItsCascadeDeleted() throws {
         let directory = try TemporaryDirectory()
         let store = try openStore(directory)
