@@ -119,6 +119,19 @@ extension ManagedStore {
         }
     }
 
+    /// Whether `first` and `second` name one file: the same path, or the same device and inode.
+    static func isSameFile(_ first: String, _ second: String) throws(StoreError) -> Bool {
+        if first == second { return true }
+        guard try fileExists(first), try fileExists(second) else { return false }
+        do throws(SystemCallError) {
+            let one = try fileStatus(first)
+            let other = try fileStatus(second)
+            return one.st_dev == other.st_dev && one.st_ino == other.st_ino
+        } catch {
+            throw StoreError(code: SQLITE_IOERR, message: error.description, kind: .file)
+        }
+    }
+
     /// Removes the database at `path` and its `-wal`, `-shm` and `-journal` files, where they exist.
     static func removeDatabaseFiles(at path: String) throws(StoreError) {
         for name in [path] + companionSuffixes.map({ path + $0 }) {

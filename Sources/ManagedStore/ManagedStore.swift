@@ -99,6 +99,10 @@ public final class ManagedStore {
     /// Makes the working copy at `workingPath` from `publishedPath` (or empty) and opens it with
     /// the store's settings and authorizer.
     static func makeWorkingCopy(from publishedPath: String?, at workingPath: String) throws(StoreError) -> Connection {
+        // The working copy's files are removed first: never let that be the published store.
+        if let publishedPath, try isSameFile(publishedPath, workingPath) {
+            throw .refusal(.file, "the working copy's path \(workingPath) is the published store's")
+        }
         try removeDatabaseFiles(at: workingPath)
         let connection = try Connection(path: workingPath, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
         if let publishedPath, try fileExists(publishedPath) {

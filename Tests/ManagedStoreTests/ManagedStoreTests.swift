@@ -110,6 +110,23 @@ func storeError(_ body: () throws -> Void) -> StoreError? {
         #expect(try store.query("SELECT name FROM person WHERE id = :id", params: named).rows == [[.text("Ada")]])
     }
 
+    @Test func theWorkingCopyMayNotBeThePublishedStore() throws {
+        let directory = try TemporaryDirectory()
+        let store = try openStore(directory)
+        let published = directory.file("published.sqlite")
+        try store.publish(to: published)
+        store.close()
+        let link = directory.file("link.sqlite")
+        try FileManager.default.linkItem(atPath: published, toPath: link)
+        for working in [published, link] {
+            let error = storeError {
+                _ = try ManagedStore(publishedPath: published, workingPath: working, options: StoreOptions())
+            }
+            #expect(error?.kind == .file)
+        }
+        #expect(FileManager.default.fileExists(atPath: published))
+    }
+
     @Test func aFileThatIsNotADatabaseIsRefusedWithNotADB() throws {
         let directory = try TemporaryDirectory()
         let published = try directory.write("published.sqlite", String(repeating: "not a database ", count: 100))
