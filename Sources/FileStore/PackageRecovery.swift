@@ -61,8 +61,8 @@ struct PackageIntentRecord: Equatable {
               text[1].hasPrefix("stage "), text[2].hasPrefix("old ") else { return nil }
         stage = String(text[1].dropFirst(6))
         old = String(text[2].dropFirst(4))
-        guard stage.hasPrefix(names.stagePrefix), old.hasPrefix(names.oldPrefix),
-              !stage.contains("/"), !old.contains("/") else { return nil }
+        guard PackageSave.SiblingNames.matches(stage, prefix: names.stagePrefix),
+              PackageSave.SiblingNames.matches(old, prefix: names.oldPrefix) else { return nil }
     }
 
     init(stage: String, old: String) {
@@ -136,6 +136,8 @@ extension PackageSave {
     ///   Package and staged tree missing, old tree there: put back (rolled back).
     /// - An intent record, torn: it is flushed before the first rename, so none happened: the
     ///   record goes, and the staged trees below with it.
+    /// - Only names of the save's own shape count (the prefix and exactly 16 hex digits), so the
+    ///   leftovers of a package named `<name>.docsession-stage-x` are never taken for this one's.
     /// - A staged tree without a record (`.<name>.docsession-stage-*`): either a staging never
     ///   swapped in, or, with an existing package, the old tree an exchange left there. Either way
     ///   the package name holds a whole tree: the exchange is one atomic step, and a staged tree is
@@ -153,7 +155,7 @@ extension PackageSave {
         let parent = try openParent(parentPath)
         let directory = parent.rawValue
         let names = SiblingNames(name: name)
-        let siblings = try self.names(in: parent.descriptor, path: parentPath)
+        let siblings = try self.names(in: parent.descriptor, path: parentPath, skippingNonUTF8: true)
         var removed: [String] = []
         var outcome: PackageRecovery.Outcome?
         var torn = false
@@ -204,7 +206,7 @@ extension PackageSave {
             removed.append(names.intent)
         }
 
-        for sibling in siblings.sorted() where sibling.hasPrefix(names.oldPrefix) {
+        for sibling in siblings.sorted() where SiblingNames.matches(sibling, prefix: names.oldPrefix) {
             guard try exists(sibling) else { continue }
             if try exists(name) {
                 try remove(sibling)
@@ -215,7 +217,7 @@ extension PackageSave {
             }
         }
         let packageThere = try exists(name)
-        for sibling in siblings.sorted() where sibling.hasPrefix(names.stagePrefix) {
+        for sibling in siblings.sorted() where SiblingNames.matches(sibling, prefix: names.stagePrefix) {
             guard try exists(sibling) else { continue }
             try remove(sibling)
             outcome = outcome ?? (packageThere ? .cleanedUp : .rolledBack)

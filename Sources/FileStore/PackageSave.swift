@@ -108,6 +108,7 @@ public enum PackageSave {
     ///   removes the staged tree and leaves the package untouched; `EEXIST` when a package appeared
     ///   during a first save, or when an intent record of an interrupted save waits for
     ///   ``recoverInterruptedSave(packageAt:)``; `EINVAL` for a bad or repeated relative path.
+    @discardableResult
     public static func save(
         packageAt path: String, entries: [PackageEntryWrite], keepOldTree: String? = nil,
         linkUnchanged: Bool = false, exchangeUnsupported: Bool = false
@@ -237,6 +238,11 @@ public enum PackageSave {
             do {
                 try renameNoReplace(name, in: parent, to: keepOldTree, in: nil, fromPath: leftPath, toPath: keepOldTree, checkThenRename: false)
                 result.oldTree = keepOldTree
+                // The directory it went to, when it is not the parent (flushed below).
+                let keptParent = (try? split(keepOldTree))?.parent ?? parentPath
+                if keptParent != parentPath {
+                    result.durable = (try? flushDirectory(at: keptParent)) != nil && result.durable
+                }
             } catch {
                 result.oldTree = leftPath
                 result.cleanupError = FileSystemError(error, path: keepOldTree, reason: "keeping the old tree (left at \(leftPath))")

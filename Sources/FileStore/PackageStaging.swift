@@ -27,6 +27,9 @@ struct StagedTree {
     private(set) var durable = true
     /// The directories made below the stage, with the modes they get at the end.
     private var directories: [String: mode_t] = [:]
+    /// Set when the file system answered that it cannot clone: the later files skip the attempt
+    /// (a file created, an `ioctl` refused, the file unlinked).
+    private var cloneUnsupported = false
 
     init(stage: Int32, stagePath: String, packagePath: String, old: Int32?, linkUnchanged: Bool) {
         self.stage = stage
@@ -49,9 +52,8 @@ struct StagedTree {
     /// Writes `entry` into the staged tree.
     mutating func write(_ entry: PackageEntryWrite) throws(FileSystemError) {
         try makeParents(of: entry.path)
-        let oldStatus = try old.flatMap { (old) throws(FileSystemError) in
-            try PackageSave.status(of: entry.path, in: old, path: PackageSave.join(packagePath, entry.path))
-        }
+        let oldEntry = try oldLocation(of: entry.path)
+        let oldStatus = oldEntry?.status
         let oldMode = oldStatus.flatMap { $0.st_mode & S_IFMT == S_IFREG ? $0.st_mode & 0o7777 : nil }
         let mode = entry.permissions?.rawValue ?? oldMode ?? 0o644
         switch entry.source {
@@ -81,16 +83,52 @@ struct StagedTree {
             try finishFile(file, entry.path, mode: mode)
             written += 1
         case .unchanged:
-            guard let old, let oldStatus else {
-                throw failure("fstatat", entry.path, ENOENT)
+            guard let oldEntry else {
+                throw FileSystemError(errno: ENOENT, syscall: "fstatat", path: PackageSave.join(packagePath, entry.path),
+                    reason: "an unchanged entry the package does not hold (a symlinked directory is not followed); the package is unchanged")
             }
-            switch PackageSave.kind(of: oldStatus) {
-            case .file: try copyUnchanged(entry.path, from: old, mode: mode, keepsMode: mode == oldMode)
-            case .symlink: try copySymlink(entry.path, from: old, size: Int(oldStatus.st_size))
+            switch PackageSave.kind(of: oldEntry.status) {
+            case .file: try copyUnchanged(entry.path, from: oldEntry, mode: mode, keepsMode: mode == oldMode)
+            case .symlink: try copySymlink(entry.path, from: oldEntry)
             case .directory: throw failure("save", entry.path, EISDIR)
             case .other: throw failure("save", entry.path, EINVAL)
             }
         }
+    }
+
+    /// An entry of the old tree: the directory that holds it (open), its name there, its status.
+    struct OldEntry {
+        let directory: OwnedDirectory
+        let name: String
+        let status: stat
+    }
+
+    /// The entry `relative` of the old tree, reached one directory at a time without following a
+    /// symlink (`O_NOFOLLOW | O_DIRECTORY`), so that a symlinked directory inside the package never
+    /// leads a save outside it; nil when there is no such entry (for a first save, or when a
+    /// component is missing, a symlink or not a directory).
+    private func oldLocation(of relative: String) throws(FileSystemError) -> OldEntry? {
+        guard let old else { return nil }
+        var components = relative.split(separator: "/").map(String.init)
+        let name = components.removeLast()
+        var directory = OwnedDirectory(try PackageSave.openDirectory(".", relativeTo: old, path: packagePath))
+        var walked = ""
+        for component in components {
+            walked = walked.isEmpty ? component : walked + "/" + component
+            do {
+                directory = OwnedDirectory(try Descriptor.open(component, .readOnly, options: [.directory, .noFollow],
+                                                               relativeTo: directory.unowned))
+            } catch {
+                if error.errno == .noSuchFileOrDirectory || error.errno == .notDirectory || error.errno == .tooManySymbolicLinkLevels {
+                    return nil
+                }
+                throw FileSystemError(error, path: PackageSave.join(packagePath, walked))
+            }
+        }
+        guard let status = try PackageSave.status(of: name, in: directory.rawValue, path: PackageSave.join(packagePath, relative)) else {
+            return nil
+        }
+        return OldEntry(directory: directory, name: name, status: status)
     }
 
     /// Makes the directories above `relative` in the stage (mode 0700 while staging; the old tree's
@@ -103,8 +141,7 @@ struct StagedTree {
             if directories[prefix] != nil { continue }
             guard mkdirat(stage, prefix, 0o700) == 0 else { throw failure("mkdirat", prefix) }
             var mode: mode_t = 0o755
-            if let old, let status = try PackageSave.status(of: prefix, in: old, path: PackageSave.join(packagePath, prefix)),
-               status.st_mode & S_IFMT == S_IFDIR {
+            if let status = try oldLocation(of: prefix)?.status, status.st_mode & S_IFMT == S_IFDIR {
                 mode = status.st_mode & 0o7777
             }
             directories[prefix] = mode
@@ -135,14 +172,14 @@ struct StagedTree {
 
     /// An unchanged regular file: cloned, else linked (when allowed and the mode stays, since a
     /// link shares the inode's mode with the old tree), else copied.
-    private mutating func copyUnchanged(_ relative: String, from old: Int32, mode: mode_t, keepsMode: Bool) throws(FileSystemError) {
+    private mutating func copyUnchanged(_ relative: String, from old: OldEntry, mode: mode_t, keepsMode: Bool) throws(FileSystemError) {
         let source: Descriptor
         do {
-            source = try Descriptor.open(relative, .readOnly, options: .noFollow, relativeTo: FileDescriptor(rawValue: old))
+            source = try Descriptor.open(old.name, .readOnly, options: .noFollow, relativeTo: old.directory.unowned)
         } catch {
             throw FileSystemError(error, path: PackageSave.join(packagePath, relative), reason: "reading the unchanged file; the package is unchanged")
         }
-        do {
+        if !cloneUnsupported {
             let target = try create(relative)
             if cfs_ficlone(target.rawValue, source.rawValue) == 0 {
                 try finishFile(target, relative, mode: mode)
@@ -153,12 +190,13 @@ struct StagedTree {
             guard number == EOPNOTSUPP || number == EXDEV || number == EINVAL || number == ENOTTY || number == ENOSYS else {
                 throw failure("ioctl(FICLONE)", relative, number)
             }
+            cloneUnsupported = true
             // The empty file goes; the name is taken again by the link or the copy.
             _ = consume target
             guard unlinkat(stage, relative, 0) == 0 else { throw failure("unlinkat", relative) }
         }
         if linkUnchanged && keepsMode {
-            if linkat(old, relative, stage, relative, 0) == 0 {
+            if linkat(old.directory.rawValue, old.name, stage, relative, 0) == 0 {
                 linked += 1
                 return
             }
@@ -179,9 +217,9 @@ struct StagedTree {
     }
 
     /// An unchanged symlink: made again with the same target (`readlinkat`, `symlinkat`).
-    private mutating func copySymlink(_ relative: String, from old: Int32, size: Int) throws(FileSystemError) {
-        var buffer = [CChar](repeating: 0, count: max(size, 0) + 2)
-        let length = readlinkat(old, relative, &buffer, buffer.count - 1)
+    private mutating func copySymlink(_ relative: String, from old: OldEntry) throws(FileSystemError) {
+        var buffer = [CChar](repeating: 0, count: max(Int(old.status.st_size), 0) + 2)
+        let length = readlinkat(old.directory.rawValue, old.name, &buffer, buffer.count - 1)
         guard length >= 0 else { throw failure("readlinkat", relative) }
         guard length < buffer.count - 1 else { throw failure("readlinkat", relative, EAGAIN) }  // it changed meanwhile
         buffer[length] = 0
@@ -198,20 +236,18 @@ struct StagedTree {
             return left != right ? left > right : $0.key > $1.key
         }
         for (relative, mode) in deepestFirst {
-            guard fchmodat(stage, relative, mode, 0) == 0 else { throw failure("fchmodat", relative) }
-            try flush(relative)
+            // Through one descriptor opened before the mode changes: a mode without read
+            // permission would refuse the open that the flush needs.
+            let directory = try PackageSave.openDirectory(relative, relativeTo: stage, path: PackageSave.join(stagePath, relative))
+            try setModeAndFlush(directory.rawValue, mode, relative)
         }
-        guard fchmod(stage, packageMode) == 0 else { throw failure("fchmod", "") }
-        try flush("")
+        try setModeAndFlush(stage, packageMode, "")
     }
 
-    private mutating func flush(_ relative: String) throws(FileSystemError) {
+    private mutating func setModeAndFlush(_ directory: Int32, _ mode: mode_t, _ relative: String) throws(FileSystemError) {
+        guard fchmod(directory, mode) == 0 else { throw failure("fchmod", relative) }
         do {
-            if relative.isEmpty {
-                try flushDirectory(FileDescriptor(rawValue: stage), path: stagePath)
-            } else {
-                try flushDirectory(at: relative, relativeTo: FileDescriptor(rawValue: stage))
-            }
+            try flushDirectory(FileDescriptor(rawValue: directory), path: PackageSave.join(stagePath, relative))
         } catch {
             guard error.errno == .invalidArgument else { throw failure(error, relative) }
             durable = false

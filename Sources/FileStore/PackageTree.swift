@@ -144,6 +144,14 @@ extension PackageSave {
         /// `.<name>.docsession-intent`: the fallback's intent record.
         var intent: String { "." + name + ".docsession-intent" }
 
+        /// Whether `sibling` is `prefix` and exactly 16 hex digits: the names of another package
+        /// that starts with this one's (`x` and `x.docsession-stage-y`) never count as ours.
+        static func matches(_ sibling: String, prefix: String) -> Bool {
+            guard sibling.hasPrefix(prefix) else { return false }
+            let rest = sibling.utf8.dropFirst(prefix.utf8.count)
+            return rest.count == 16 && rest.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+        }
+
         /// `prefix` and 16 random hex digits.
         static func random(_ prefix: String) -> String {
             var generator = SystemRandomNumberGenerator()
@@ -214,16 +222,32 @@ extension PackageSave {
         }
     }
 
-    /// The names in the open directory `directory` (without "." and ".."), each checked to be UTF-8.
-    static func names(in directory: borrowing Descriptor, path: String) throws(FileSystemError) -> [String] {
-        // fdopendir owns the descriptor it is given: it gets a duplicate, and `directory` stays ours.
-        let duplicateNumber = dup(directory.rawValue)
+    /// The names in the open directory `directory` (without "." and ".."). A name that is not UTF-8
+    /// throws `EILSEQ` (a save could not name it again), or with `skippingNonUTF8` is left out (the
+    /// recovery looks only for its own names among a parent's).
+    static func names(in directory: borrowing Descriptor, path: String, skippingNonUTF8: Bool = false) throws(FileSystemError) -> [String] {
+        var names: [String] = []
+        for raw in try rawNames(in: directory.rawValue, path: path) {
+            guard let name = String(validating: raw.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self) else {
+                if skippingNonUTF8 { continue }
+                throw FileSystemError(errno: EILSEQ, syscall: "readdir", path: path, reason: "an entry's name is not UTF-8")
+            }
+            names.append(name)
+        }
+        return names
+    }
+
+    /// The names in the open directory `directory` as stored, each with its terminating NUL
+    /// (without "." and "..").
+    private static func rawNames(in directory: Int32, path: String) throws(FileSystemError) -> [[CChar]] {
+        // fdopendir owns the descriptor it is given: it gets a duplicate, and `directory` stays the caller's.
+        let duplicateNumber = dup(directory)
         guard duplicateNumber >= 0 else { throw FileSystemError(errno: errno, syscall: "dup", path: path) }
         let duplicate = Descriptor(owningRawValue: duplicateNumber)
         guard let stream = fdopendir(duplicate.rawValue) else { throw FileSystemError(errno: errno, syscall: "fdopendir", path: path) }
         _ = duplicate.take()  // the stream owns it now
         defer { closedir(stream) }
-        var names: [String] = []
+        var names: [[CChar]] = []
         while true {
             errno = 0
             guard let entry = readdir(stream) else {
@@ -232,19 +256,25 @@ extension PackageSave {
             }
             // Read up to the NUL through a pointer: loading `d_name` would copy 256 bytes, past the
             // end of a short record (see SafeSave.sweepStaleTempFiles).
-            let pointer = UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: UInt8.self)
-            let bytes = UnsafeBufferPointer(start: pointer, count: strlen(UnsafeRawPointer(pointer).assumingMemoryBound(to: CChar.self)))
-            guard let name = String(validating: bytes, as: UTF8.self) else {
-                throw FileSystemError(errno: EILSEQ, syscall: "readdir", path: path, reason: "an entry's name is not UTF-8")
-            }
-            if name != "." && name != ".." { names.append(name) }
+            let pointer = UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self)
+            let name = Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer) + 1))
+            if name != [0x2E, 0] && name != [0x2E, 0x2E, 0] { names.append(name) }
         }
     }
 
     /// Removes `name` in `directory` and everything below it, without following a symlink (a
-    /// symlink is unlinked, not its target). A name already gone is not an error.
+    /// symlink is unlinked, not its target), whatever the names below are. A name already gone is
+    /// not an error.
     static func removeTree(_ name: String, in directory: Int32, path: String) throws(FileSystemError) {
-        guard let status = try status(of: name, in: directory, path: path) else { return }
+        try removeTree(raw: Array(name.utf8CString), in: directory, path: path)
+    }
+
+    private static func removeTree(raw name: [CChar], in directory: Int32, path: String) throws(FileSystemError) {
+        var status = stat()
+        guard fstatat(directory, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
+            if errno == ENOENT { return }
+            throw FileSystemError(errno: errno, syscall: "fstatat", path: path)
+        }
         if status.st_mode & S_IFMT != S_IFDIR {
             guard unlinkat(directory, name, 0) == 0 || errno == ENOENT else {
                 throw FileSystemError(errno: errno, syscall: "unlinkat", path: path)
@@ -252,9 +282,12 @@ extension PackageSave {
             return
         }
         do {
-            let child = try openDirectory(name, relativeTo: directory, path: path)
-            for entry in try names(in: child, path: path) {
-                try removeTree(entry, in: child.rawValue, path: join(path, entry))
+            let opened = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard opened >= 0 else { throw FileSystemError(errno: errno, syscall: "openat", path: path) }
+            let child = Descriptor(owningRawValue: opened)
+            for entry in try rawNames(in: child.rawValue, path: path) {
+                let shown = String(decoding: entry.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                try removeTree(raw: entry, in: child.rawValue, path: join(path, shown))
             }
         }
         guard unlinkat(directory, name, AT_REMOVEDIR) == 0 || errno == ENOENT else {

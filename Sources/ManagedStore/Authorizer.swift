@@ -29,6 +29,17 @@ final class AuthorizerPolicy {
     var views: Set<String> = []
     /// The first refusal since the last reset.
     var refusal: StoreError?
+    /// Whether an action that changes a table or the schema was seen since the last reset: a
+    /// statement that writes (not `sqlite3_stmt_readonly`) without one is a VACUUM, which 3.40.1
+    /// prepares without calling the authorizer (`VACUUM INTO` shows its ATTACH only when it runs,
+    /// and inside the store's transaction it fails before that, as an ordinary error).
+    var sawChange = false
+
+    /// Clears the refusal and the change seen, before a statement is prepared or run.
+    func reset() {
+        refusal = nil
+        sawChange = false
+    }
 
     /// PRAGMAs a request may run that take an argument naming a table or index, or a limit, and
     /// change nothing.
@@ -45,6 +56,14 @@ final class AuthorizerPolicy {
     /// The decision for one action: nil to allow it, or the refusal.
     func decide(action: Int32, _ first: String?, _ second: String?, database: String?) -> StoreError? {
         if mode == .internal { return nil }
+        switch action {
+        case SQLITE_INSERT, SQLITE_UPDATE, SQLITE_DELETE, SQLITE_CREATE_INDEX, SQLITE_CREATE_TABLE,
+            SQLITE_CREATE_TRIGGER, SQLITE_CREATE_VIEW, SQLITE_DROP_INDEX, SQLITE_DROP_TABLE, SQLITE_DROP_TRIGGER,
+            SQLITE_DROP_VIEW, SQLITE_ALTER_TABLE, SQLITE_CREATE_VTABLE, SQLITE_DROP_VTABLE, SQLITE_REINDEX,
+            SQLITE_ANALYZE:
+            sawChange = true
+        default: break
+        }
         let name = first?.lowercased() ?? ""
         switch action {
         case SQLITE_ATTACH:

@@ -54,9 +54,10 @@ final class Connection {
     }
 
     /// The error SQLite reports for the last call on the connection: its extended code and message;
-    /// a refusal recorded by the authorizer replaces SQLite's "not authorized".
+    /// a refusal recorded by the authorizer since its reset replaces SQLite's "not authorized"
+    /// (`SQLITE_AUTH`, or `SQLITE_ERROR` for a function refused).
     func lastError(statement: String?) -> StoreError {
-        if let refusal = policy.refusal, handle.map({ sqlite3_errcode($0) }) == SQLITE_AUTH {
+        if let refusal = policy.refusal {
             var error = refusal
             error.statement = statement
             return error
@@ -71,7 +72,7 @@ final class Connection {
         guard let handle else { throw .refusal(.closed, "the store is closed", statement: sql) }
         let saved = policy.mode
         policy.mode = mode
-        policy.refusal = nil
+        policy.reset()
         defer { policy.mode = saved }
         guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw lastError(statement: sql) }
     }
@@ -86,6 +87,7 @@ final class Connection {
         guard let handle else { throw .refusal(.closed, "the store is closed", statement: sql) }
         let saved = policy.mode
         policy.mode = .internal
+        policy.reset()
         defer { policy.mode = saved }
         var statement: OpaquePointer?
         guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK, let statement else {

@@ -47,10 +47,14 @@ extension ManagedStore {
     }
 
     /// Replaces the working copy by a copy of the published store at `path` (a reload after an
-    /// external change), migrated like an open; the undo history is dropped. On a failure the store
-    /// is closed (its working copy is no longer the one it had).
+    /// external change), migrated like an open; the undo history is dropped. The published file is
+    /// read first (a file that is not a database fails here and the store stays as it was); a
+    /// failure after that (the copy, a migration) leaves the store closed.
     public func reload(fromPublished path: String) throws(StoreError) {
         _ = try openConnection()
+        let published = try Connection(path: path, flags: SQLITE_OPEN_READONLY)
+        defer { published.close() }
+        _ = try published.integer("SELECT count(*) FROM sqlite_schema")
         close()
         let fresh = try ManagedStore(publishedPath: path, workingPath: workingPath, options: options)
         connection = fresh.connection
@@ -111,6 +115,19 @@ extension ManagedStore {
             return true
         } catch {
             if error.errno == .noSuchFileOrDirectory { return false }
+            throw StoreError(code: SQLITE_IOERR, message: error.description, kind: .file)
+        }
+    }
+
+    /// Whether `first` and `second` name one file: the same path, or the same device and inode.
+    static func isSameFile(_ first: String, _ second: String) throws(StoreError) -> Bool {
+        if first == second { return true }
+        guard try fileExists(first), try fileExists(second) else { return false }
+        do throws(SystemCallError) {
+            let one = try fileStatus(first)
+            let other = try fileStatus(second)
+            return one.st_dev == other.st_dev && one.st_ino == other.st_ino
+        } catch {
             throw StoreError(code: SQLITE_IOERR, message: error.description, kind: .file)
         }
     }

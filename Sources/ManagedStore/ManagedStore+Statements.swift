@@ -50,7 +50,7 @@ extension ManagedStore {
         let connection = try openConnection(sql)
         guard let handle = connection.handle else { throw .refusal(.closed, "the store is closed", statement: sql) }
         connection.policy.mode = .read
-        connection.policy.refusal = nil
+        connection.policy.reset()
         defer { connection.policy.mode = .internal }
         let utf8 = Array(sql.utf8CString)
         return try utf8.withUnsafeBufferPointer { (buffer) throws(StoreError) -> QueryResult in
@@ -82,6 +82,28 @@ extension ManagedStore {
         }
     }
 
+    /// `execute` with positional parameters held in an array.
+    @discardableResult
+    public func execute(_ sql: String, params: [SQLValue]) throws(StoreError) -> ExecuteResult {
+        try execute(sql, params: SQLParams.positional(params))
+    }
+
+    /// `execute` with named parameters held in a dictionary.
+    @discardableResult
+    public func execute(_ sql: String, params: [String: SQLValue]) throws(StoreError) -> ExecuteResult {
+        try execute(sql, params: SQLParams.named(params))
+    }
+
+    /// `query` with positional parameters held in an array.
+    public func query(_ sql: String, params: [SQLValue]) throws(StoreError) -> QueryResult {
+        try query(sql, params: SQLParams.positional(params))
+    }
+
+    /// `query` with named parameters held in a dictionary.
+    public func query(_ sql: String, params: [String: SQLValue]) throws(StoreError) -> QueryResult {
+        try query(sql, params: SQLParams.named(params))
+    }
+
     /// Runs every statement of `sql` on `connection` in `mode`, binding `params`; throws the first
     /// failure, naming its statement. The caller owns the transaction.
     func runStatements(_ sql: String, params: SQLParams, on connection: Connection, mode: AuthorizerPolicy.Mode) throws(StoreError) {
@@ -97,14 +119,17 @@ extension ManagedStore {
             while next < end {
                 var statement: OpaquePointer?
                 var tail: UnsafePointer<CChar>?
-                connection.policy.refusal = nil
+                connection.policy.reset()
                 let code = sqlite3_prepare_v2(handle, next, Int32(end - next), &statement, &tail)
                 guard code == SQLITE_OK else {
                     throw connection.lastError(statement: ManagedStore.text(from: next, to: tail ?? end, end: end))
                 }
                 defer { sqlite3_finalize(statement) }
                 guard let statement else { break }  // only blanks and comments were left
-                let text = String(cString: sqlite3_sql(statement))
+                let text = String(cString: sqlite3_sql(statement)).trimmingBlanks()
+                if sqlite3_stmt_readonly(statement) == 0, !connection.policy.sawChange {
+                    throw .refusal(.refused, "VACUUM (and VACUUM INTO, which would write another file) is not allowed", statement: text)
+                }
                 try binder.bind(statement, text: text)
                 while true {
                     connection.policy.refusal = nil

@@ -4,7 +4,10 @@ import SystemCalls
 /// How a managed store is opened.
 public struct StoreOptions: Sendable, Equatable {
     /// The migration scripts, in order: script `i` (1-based) brings the schema from version `i - 1`
-    /// to `i`, tracked by `PRAGMA user_version`. Each may hold several statements.
+    /// to `i`, tracked by `PRAGMA user_version`. Each may hold several statements and change the
+    /// schema; it may not attach files, load extensions, run transaction statements (the store
+    /// runs each script in a transaction of its own) or set PRAGMAs (so `foreign_keys` stays on
+    /// during a migration, and `user_version` is the store's to set).
     public var migrations: [String]
     /// Whether the store only answers reads: its working copy runs with `query_only=ON` and
     /// `execute` is refused.
@@ -96,6 +99,10 @@ public final class ManagedStore {
     /// Makes the working copy at `workingPath` from `publishedPath` (or empty) and opens it with
     /// the store's settings and authorizer.
     static func makeWorkingCopy(from publishedPath: String?, at workingPath: String) throws(StoreError) -> Connection {
+        // The working copy's files are removed first: never let that be the published store.
+        if let publishedPath, try isSameFile(publishedPath, workingPath) {
+            throw .refusal(.file, "the working copy's path \(workingPath) is the published store's")
+        }
         try removeDatabaseFiles(at: workingPath)
         let connection = try Connection(path: workingPath, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
         if let publishedPath, try fileExists(publishedPath) {
