@@ -42,6 +42,7 @@ extension PackageStore {
             case .bytes(let bytes): return PackageEntryWrite(path: path, source: .bytes(bytes))
             }
         }
+        writes += document.emptyDirectories.sorted().map { PackageEntryWrite(path: $0, source: .directory) }
         if let database = databases[handle] {
             writes.append(PackageEntryWrite(path: DatabaseLayout.storePath, source: .produce({ (destination) throws(FileSystemError) in
                 try database.publish(to: destination)

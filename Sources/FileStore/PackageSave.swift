@@ -25,6 +25,9 @@ public struct PackageEntryWrite: Sendable {
         /// tree (a SQLite store published with the backup API); the save sets its mode and flushes it
         /// afterwards.
         case produce(@Sendable (_ path: String) throws(FileSystemError) -> Void)
+        /// An empty directory (a directory with entries below it exists because of them): made with
+        /// the old tree's mode for it, or 0755.
+        case directory
     }
 
     /// The path relative to the package.
@@ -189,10 +192,16 @@ public enum PackageSave {
                 throw FileSystemError(errno: EINVAL, syscall: "save", path: join(packagePath, entry.path),
                     reason: "an entry's path must be relative, without \"..\", \".\" or empty components")
             }
-            guard files.insert(entry.path).inserted else {
-                throw FileSystemError(errno: EINVAL, syscall: "save", path: join(packagePath, entry.path), reason: "the path is given twice")
-            }
             var components = entry.path.split(separator: "/").dropLast()
+            if case .directory = entry.source {
+                guard directories.insert(entry.path).inserted else {
+                    throw FileSystemError(errno: EINVAL, syscall: "save", path: join(packagePath, entry.path), reason: "the path is given twice")
+                }
+            } else {
+                guard files.insert(entry.path).inserted else {
+                    throw FileSystemError(errno: EINVAL, syscall: "save", path: join(packagePath, entry.path), reason: "the path is given twice")
+                }
+            }
             while !components.isEmpty {
                 directories.insert(components.joined(separator: "/"))
                 components = components.dropLast()

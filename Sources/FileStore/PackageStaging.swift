@@ -51,6 +51,11 @@ struct StagedTree {
 
     /// Writes `entry` into the staged tree.
     mutating func write(_ entry: PackageEntryWrite) throws(FileSystemError) {
+        if case .directory = entry.source {
+            // The directory itself, as a parent of a name inside it.
+            try makeParents(of: entry.path + "/-")
+            return
+        }
         try makeParents(of: entry.path)
         let oldEntry = try oldLocation(of: entry.path)
         let oldStatus = oldEntry?.status
@@ -82,6 +87,8 @@ struct StagedTree {
             }
             try finishFile(file, entry.path, mode: mode)
             written += 1
+        case .directory:
+            return
         case .unchanged:
             guard let oldEntry else {
                 throw FileSystemError(errno: ENOENT, syscall: "fstatat", path: PackageSave.join(packagePath, entry.path),

@@ -102,7 +102,10 @@ def test_a_managed_document_is_created_migrated_edited_undone_and_saved_without_
     # Additional content is written through the entry methods and saved with the store.
     server.call("document/writeEntry", {"document": handle, "path": "StoreContent/AdditionalContent/cover.txt", "text": "cover\n"})
     assert error_of(server.request("document/writeEntry", {"document": handle, "path": "StoreContent/persistentStore", "text": "x"}))["data"]["reason"] == "reserved"
-    assert published_rows(package) == [], "nothing is published before the save"
+    with sqlite3.connect(f"file:{store_path(package)}?mode=ro", uri=True) as connection:
+        # Nothing is published before the save: not the rows, not the migrations of this open.
+        assert connection.execute("PRAGMA user_version").fetchone() == (1,)
+        assert connection.execute("SELECT count(*) FROM notes").fetchone() == (0,)
     saved = server.save(handle).result
     assert saved["method"] == "exchange", saved
     assert sorted(os.listdir(package / "StoreContent")) == ["AdditionalContent", "persistentStore"], "no -wal, -shm or -journal"

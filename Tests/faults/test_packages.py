@@ -64,6 +64,7 @@ def error_of(reply) -> dict:
 
 def test_a_textbundle_opens_as_a_package_and_its_entries_change_undo_and_save(sandbox):
     package = make_bundle(sandbox.docs)
+    (package / "empty").mkdir()
     server = sandbox.start()
     info = server.call("document/open", {"uri": uri(package)})
     assert info["kind"] == "package" and info["document"].startswith("p"), info
@@ -72,6 +73,7 @@ def test_a_textbundle_opens_as_a_package_and_its_entries_change_undo_and_save(sa
     assert info["entries"] == [
         {"path": "assets", "kind": "directory", "size": 0},
         {"path": "assets/pixel.png", "kind": "file", "size": 11},
+        {"path": "empty", "kind": "directory", "size": 0},
         {"path": "info.json", "kind": "file", "size": 15},
         {"path": "text.md", "kind": "file", "size": 20},
     ]
@@ -89,7 +91,7 @@ def test_a_textbundle_opens_as_a_package_and_its_entries_change_undo_and_save(sa
     assert server.call("document/deleteEntry", {"document": handle, "path": "info.json", "version": 3}) == {"version": 4}
     state = server.call("document/state", {"document": handle})
     assert state["hasUnsavedChanges"] is True and state["canUndo"] is True and state["version"] == 4
-    assert [e["path"] for e in state["entries"]] == ["assets", "assets/new", "assets/new/deep.bin", "assets/pixel.png", "text.md"]
+    assert [e["path"] for e in state["entries"]] == ["assets", "assets/new", "assets/new/deep.bin", "assets/pixel.png", "empty", "text.md"]
 
     undone = server.call("document/undo", {"document": handle})
     assert undone == {"version": 5, "entries": [{"path": "info.json", "change": "written"}], "store": False}
@@ -106,7 +108,7 @@ def test_a_textbundle_opens_as_a_package_and_its_entries_change_undo_and_save(sa
     assert [n["params"]["reason"] for n in reply.notifications if n["method"] == "document/stateChanged"] == ["saved"]
     assert tree(package) == {
         "assets": None, "assets/new": None, "assets/new/deep.bin": b"\x00\xff",
-        "assets/pixel.png": b"\x89PNG\r\n\x1a\n\x00\x01\x02", "text.md": b"# Notes\n\nChanged\n",
+        "assets/pixel.png": b"\x89PNG\r\n\x1a\n\x00\x01\x02", "empty": None, "text.md": b"# Notes\n\nChanged\n",
     }
     assert siblings(package) == [], "the old tree is removed after the swap"
     assert server.call("document/state", {"document": handle})["hasUnsavedChanges"] is False
@@ -122,7 +124,7 @@ def test_a_textbundle_opens_as_a_package_and_its_entries_change_undo_and_save(sa
     # A fresh server sees the saved package.
     fresh = sandbox.start()
     again = fresh.call("document/open", {"uri": uri(package), "kind": "package"})
-    assert [e["path"] for e in again["entries"]] == ["assets", "assets/pixel.png", "info.json", "text.md"]
+    assert [e["path"] for e in again["entries"]] == ["assets", "assets/pixel.png", "empty", "info.json", "text.md"]
 
 
 def test_bad_input_is_refused_precisely_and_changes_nothing(sandbox):
