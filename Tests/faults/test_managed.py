@@ -222,3 +222,20 @@ def test_sigkill_at_each_system_call_of_a_managed_save_leaves_the_old_or_the_new
         return "new"
 
     kill_points(sandbox, prepare, check_whole)
+
+
+def test_a_read_only_store_answers_queries_and_refuses_writes(sandbox):
+    package = sandbox.docs / "library.docpackage"
+    server = sandbox.start()
+    handle = create(server, package)["document"]
+    server.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES ('kept')"})
+    server.save(handle)
+    server.call("document/close", {"document": handle})
+    info = server.call("document/open", {"uri": uri(package), "kind": "managed", "storeOptions": {"readOnly": True}})
+    assert info["store"]["readOnly"] is True, info
+    handle = info["document"]
+    assert rows(server, handle, "SELECT title FROM notes") == [["kept"]]
+    error = error_of(server.request("store/execute", {"document": handle, "sql": "DELETE FROM notes"}))
+    assert error["code"] == STATEMENT_REFUSED and error["data"]["kind"] == "readOnly", error
+    assert rows(server, handle, "SELECT title FROM notes") == [["kept"]]
+    assert server.call("document/state", {"document": handle})["version"] == 1

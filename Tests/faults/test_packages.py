@@ -284,9 +284,14 @@ def kill_points(sandbox, prepare, check_whole) -> None:
         outcome = check_whole(package, (name, nth))
         outcomes[outcome] += 1
         # The next open finishes or rolls back what the dead server left: nothing beside the package.
+        left = siblings(package)
         fresh = sandbox.start()
-        fresh.call("document/open", {"uri": uri(package)})
+        opened = fresh.call("document/open", {"uri": uri(package)})
         assert siblings(package) == [], (name, nth, siblings(package))
+        # The open says what it found and did (nothing to do: no member).
+        assert ("interruptedSave" in opened) == bool(left), (name, nth, left, opened.get("interruptedSave"))
+        if left:
+            assert sorted(opened["interruptedSave"]["removed"]) == left, (name, nth, left, opened["interruptedSave"])
         assert check_whole(package, (name, nth)) == outcome, (name, nth)
         fresh.shutdown()
     # Both sides were seen: kills before the swap leave the old tree, after it the new one; nearly
