@@ -163,6 +163,8 @@ public struct PackageConflictVersion: Sendable, Equatable {
     public var path: String
     /// When the change was found, in nanoseconds since the epoch.
     public var date: Int64
+    /// The copy's size in bytes.
+    public var size: Int64
 }
 
 /// An entry read (`document/readEntry`).

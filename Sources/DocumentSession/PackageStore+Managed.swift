@@ -150,14 +150,16 @@ extension PackageStore {
         guard let workingDirectory, let document = documents[handle] else { return nil }
         let id = "c\(document.conflictVersions.count + 1)"
         let destination = workingDirectory.path + "/" + handle + "-" + id + ".sqlite"
+        let copied: FileIdentity
         do throws(FileSystemError) {
-            _ = try FileTransfer.copy(from: packagePath + "/" + DatabaseLayout.storePath, to: destination, replace: true)
+            copied = try FileTransfer.copy(from: packagePath + "/" + DatabaseLayout.storePath, to: destination, replace: true)
         } catch {
             return nil
         }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        return PackageConflictVersion(id: id, path: destination, date: Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec))
+        return PackageConflictVersion(
+            id: id, path: destination, date: Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec), size: Int64(copied.size))
     }
 
     func database(_ handle: String) throws(DocumentError) -> DatabaseHandle {

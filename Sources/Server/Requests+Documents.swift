@@ -132,7 +132,7 @@ extension HistoryStepRequest {
 }
 
 /// `document/undo` → ``EditsResult``.
-struct UndoRequest: HistoryStepRequest {
+struct UndoRequest: HistoryStepRequest, PackageAwareRequest {
     static let method = "document/undo"
     typealias Result = EitherResult<EditsResult, PackageStepResult>
     var handle: String
@@ -140,7 +140,7 @@ struct UndoRequest: HistoryStepRequest {
 }
 
 /// `document/redo` → ``EditsResult``.
-struct RedoRequest: HistoryStepRequest {
+struct RedoRequest: HistoryStepRequest, PackageAwareRequest {
     static let method = "document/redo"
     typealias Result = EitherResult<EditsResult, PackageStepResult>
     var handle: String
@@ -156,7 +156,7 @@ struct EditsResult: RequestResult {
 }
 
 /// `document/state` → ``DocumentStateResult``.
-struct DocumentStateRequest: RequestType {
+struct DocumentStateRequest: RequestType, PackageAwareRequest {
     static let method = "document/state"
     typealias Result = EitherResult<DocumentStateResult, PackageInfo>
     var handle: String

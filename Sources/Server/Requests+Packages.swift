@@ -118,7 +118,7 @@ extension Server {
 }
 
 /// `document/readEntry` → ``ReadEntryResult``.
-struct ReadEntryRequest: RequestType {
+struct ReadEntryRequest: RequestType, PackageAwareRequest {
     static let method = "document/readEntry"
     typealias Result = ReadEntryResult
     var handle: String
@@ -149,7 +149,7 @@ struct ReadEntryResult: RequestResult {
 }
 
 /// `document/writeEntry` → ``VersionResult``.
-struct WriteEntryRequest: RequestType {
+struct WriteEntryRequest: RequestType, PackageAwareRequest {
     static let method = "document/writeEntry"
     typealias Result = VersionResult
     var handle: String
@@ -168,7 +168,7 @@ struct WriteEntryRequest: RequestType {
 }
 
 /// `document/deleteEntry` → ``VersionResult``.
-struct DeleteEntryRequest: RequestType {
+struct DeleteEntryRequest: RequestType, PackageAwareRequest {
     static let method = "document/deleteEntry"
     typealias Result = VersionResult
     var handle: String
@@ -191,7 +191,7 @@ struct VersionResult: RequestResult {
 }
 
 /// `store/execute` → ``ExecuteStoreResult``.
-struct ExecuteStoreRequest: RequestType {
+struct ExecuteStoreRequest: RequestType, PackageAwareRequest {
     static let method = "store/execute"
     typealias Result = ExecuteStoreResult
     var handle: String
@@ -223,7 +223,7 @@ struct ExecuteStoreResult: RequestResult {
 }
 
 /// `store/query` → ``QueryStoreResult``.
-struct QueryStoreRequest: RequestType {
+struct QueryStoreRequest: RequestType, PackageAwareRequest {
     static let method = "store/query"
     typealias Result = QueryStoreResult
     var handle: String
@@ -278,6 +278,22 @@ struct PackageInfo: RequestResult {
             info["interruptedSave"] = ["outcome": .string(recovered.outcome.rawValue), "removed": .array(recovered.removed.map { .string($0) })]
         }
         return .object(info)
+    }
+}
+
+/// `document/versions` of a package: the disk's sides of its conflicts kept (a managed document's
+/// store as another program left it), newest first, each with the `uri` of the copy.
+struct PackageVersionsResult: RequestResult {
+    var versions: [PackageConflictVersion]
+
+    var json: JSONValue {
+        ["versions": .array(versions.reversed().map { version in
+            [
+                "id": .string(version.id), "kind": "conflict",
+                "date": .string(Timestamp.iso8601(nanoseconds: version.date)), "size": .integer(version.size),
+                "uri": .string(FileURI.uri(from: version.path)),
+            ]
+        })]
     }
 }
 

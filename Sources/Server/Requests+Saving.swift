@@ -6,7 +6,7 @@ import JSONRPC
 // The requests that save, revert and close a document (Server+Saving.swift).
 
 /// `document/save` → ``SaveDocumentResult``.
-struct SaveDocumentRequest: RequestType {
+struct SaveDocumentRequest: RequestType, PackageAwareRequest {
     static let method = "document/save"
     typealias Result = EitherResult<SaveDocumentResult, PackageSaveAnswer>
     var handle: String
@@ -39,7 +39,7 @@ struct SaveDocumentResult: RequestResult {
 }
 
 /// `document/revert` → ``DocumentInfo``.
-struct RevertDocumentRequest: RequestType {
+struct RevertDocumentRequest: RequestType, PackageAwareRequest {
     static let method = "document/revert"
     typealias Result = EitherResult<DocumentInfo, PackageInfo>
     var handle: String
@@ -52,7 +52,7 @@ struct RevertDocumentRequest: RequestType {
 }
 
 /// `document/close` → ``CloseDocumentResult``.
-struct CloseDocumentRequest: RequestType {
+struct CloseDocumentRequest: RequestType, PackageAwareRequest {
     static let method = "document/close"
     typealias Result = CloseDocumentResult
     var handle: String

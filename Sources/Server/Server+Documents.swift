@@ -95,6 +95,11 @@ extension Server {
             merge: edit.merge)
         switch result {
         case .success(let newVersion): return EditDocumentResult(version: newVersion)
+        case .failure(.unknownDocument(let handle)) where PackageStore.isPackageHandle(handle):
+            // The edit's own way (predecoded, answered at once) passes no request entry.
+            throw ResponseError(
+                .wrongKind, "\(handle) is a package document's handle, and document/edit is for text documents",
+                data: ["document": .string(handle), "kind": "package"])
         case .failure(let error): throw Self.responseError(error, id: .null)
         }
     }

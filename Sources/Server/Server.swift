@@ -226,7 +226,12 @@ public actor Server: MessageHandler {
             if server.isPackage(params.handle) { return .now(.package(try await server.resolvePackageConflict(params))) }
             return .now(.text(try await server.resolveConflict(params, context)))
         },
-        RequestEntry(ListVersionsRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.listVersions(params)) },
+        RequestEntry(ListVersionsRequest.self) { server, params, _ throws(ResponseError) in
+            if server.isPackage(params.handle) {
+                return .now(.package(PackageVersionsResult(versions: try await server.packageState(params.handle).document.conflictVersions)))
+            }
+            return .now(.text(try await server.listVersions(params)))
+        },
         RequestEntry(ReadVersionRequest.self) { server, params, context in server.readVersion(params, context) },
         RequestEntry(RestoreVersionRequest.self) { server, params, context throws(ResponseError) in
             .now(try await server.restoreVersion(params, context))

@@ -186,6 +186,11 @@ def test_an_external_rewrite_of_the_store_with_unsaved_changes_is_a_conflict(san
 
     wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"], timeout=20, what="the conflict")
     assert [r[0] for r in rows(server, handle, "SELECT title FROM notes ORDER BY id")] == ["saved", "unsaved"], "mine are kept"
+    # Their store is kept as a conflict version, a copy a client can read.
+    versions = server.call("document/versions", {"document": handle})["versions"]
+    assert [v["kind"] for v in versions] == ["conflict"] and versions[0]["size"] > 0, versions
+    with sqlite3.connect(f"file:{versions[0]['uri'][len('file://'):]}?mode=ro", uri=True) as kept:
+        assert [r[0] for r in kept.execute("SELECT title FROM notes ORDER BY id")] == ["saved", "theirs"]
     assert error_of(server.save(handle))["code"] == CHANGED_ON_DISK
     resolved = server.call("document/resolveConflict", {"document": handle, "resolution": "theirs"})
     assert resolved["hasUnsavedChanges"] is False and resolved["state"] == []
