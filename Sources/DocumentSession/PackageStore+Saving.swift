@@ -79,7 +79,8 @@ extension PackageStore {
                     let now = try? PackageSave.signature(of: path)
                     if now != expected { return .failure(.packageChangedOnDisk(path: path)) }
                 }
-                let saved = try PackageSave.save(packageAt: path, entries: allWrites, exchangeUnsupported: exchangeUnsupported)
+                let saved = try PackageSave.save(
+                    packageAt: path, entries: allWrites, exchangeUnsupported: exchangeUnsupported, removeOldTree: false)
                 return .success((saved, try Self.listTree(path, kind: kind), kept))
             } catch {
                 return .failure(.fileSystem(error))
@@ -120,8 +121,15 @@ extension PackageStore {
             document.state.remove([.inConflict, .savingError])
             documents[handle] = document
             emit(document, previous: previous, reason: .saved)
-            restartWatching(handle)
-            return PackageSaveOutcome(version: document.version, path: path, result: saved)
+            // After the answer: the old tree's removal (the new tree is in place and flushed), and
+            // a watch of the new tree, then a look at what may have changed since it was listed.
+            if let left = saved.oldTree {
+                Task.detached { await runOnOwnThread(niceness: 10) { try? PackageSave.removeLeftover(left) } }
+            }
+            Task { self.restartWatching(handle); await self.check(handle) }
+            var answered = saved
+            answered.oldTree = nil
+            return PackageSaveOutcome(version: document.version, path: path, result: answered)
         }
     }
 

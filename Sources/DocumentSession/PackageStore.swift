@@ -175,6 +175,11 @@ public actor PackageStore {
             let database = try await openDatabase(handle: handle, packagePath: path, options: storeOptions)
             databases[handle] = database
             document.storeSummary = database.summary
+            if database.summary.migratedTo != database.summary.migratedFrom {
+                // The working copy was migrated; the published store was not: an unsaved change (a
+                // close saves it), outside the history (a migration is not undone).
+                document.cleanPosition = nil
+            }
         }
         documents[handle] = document
         handleByPath[path] = handle

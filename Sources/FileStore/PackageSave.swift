@@ -107,6 +107,10 @@ public enum PackageSave {
     ///     copied: it is then shared by the old and the new tree, which is safe only for files
     ///     nobody writes in place.
     ///   - exchangeUnsupported: a test hook: behave as if `RENAME_EXCHANGE` answered `EINVAL`.
+    ///   - removeOldTree: false leaves the old tree where the swap put it (its path in the result's
+    ///     `oldTree`), for the caller to remove later with ``removeLeftover(_:)``, off the save's
+    ///     answer: the new tree is in place and the parent flushed before that, so nothing waits
+    ///     on removing several megabytes; a crash first leaves a leftover the next open removes.
     /// - Throws: ``FileSystemError`` naming the call, errno and path. Any failure before the swap
     ///   removes the staged tree and leaves the package untouched; `EEXIST` when a package appeared
     ///   during a first save, or when an intent record of an interrupted save waits for
@@ -114,7 +118,7 @@ public enum PackageSave {
     @discardableResult
     public static func save(
         packageAt path: String, entries: [PackageEntryWrite], keepOldTree: String? = nil,
-        linkUnchanged: Bool = false, exchangeUnsupported: Bool = false
+        linkUnchanged: Bool = false, exchangeUnsupported: Bool = false, removeOldTree: Bool = true
     ) throws(FileSystemError) -> PackageSaveResult {
         let (parentPath, name) = try split(path)
         try validate(entries, packagePath: path)
@@ -178,6 +182,10 @@ public enum PackageSave {
             leftName = try swapByRenames(stage: stageName, package: name, names: names, parent: parent.unowned, parentPath: parentPath, packagePath: path)
             result.method = .renames
         }
+        if !removeOldTree && keepOldTree == nil && result.method == .exchange {
+            result.oldTree = join(parentPath, leftName)
+            return result
+        }
         dispose(leftName, keepOldTree: keepOldTree, parent: parent.unowned, parentPath: parentPath, result: &result)
         return result
     }
@@ -235,6 +243,18 @@ public enum PackageSave {
     /// Flushes the parent directory; answers whether that worked (the swap stands either way).
     static func flushParent(_ parent: FileDescriptor, _ parentPath: String) -> Bool {
         (try? flushDirectory(parent, path: parentPath)) != nil
+    }
+
+    /// Removes an old tree a save left with `removeOldTree: false` (its `oldTree`). Nothing is
+    /// flushed: should the removal be lost to a crash, the next open removes the tree again. Only a
+    /// name of a save's own shape is removed.
+    public static func removeLeftover(_ path: String) throws(FileSystemError) {
+        let (parentPath, name) = try split(path)
+        guard name.hasPrefix("."), name.contains(".docsession-stage-") else {
+            throw FileSystemError(errno: EINVAL, syscall: "unlinkat", path: path, reason: "not a package save's leftover")
+        }
+        let parent = try openParent(parentPath)
+        try removeTree(name, in: parent.rawValue, path: path)
     }
 
     /// Removes the old tree left at `name` (or renames it to `keepOldTree`), then flushes the parent.

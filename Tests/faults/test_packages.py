@@ -110,7 +110,8 @@ def test_a_textbundle_opens_as_a_package_and_its_entries_change_undo_and_save(sa
         "assets": None, "assets/new": None, "assets/new/deep.bin": b"\x00\xff",
         "assets/pixel.png": b"\x89PNG\r\n\x1a\n\x00\x01\x02", "empty": None, "text.md": b"# Notes\n\nChanged\n",
     }
-    assert siblings(package) == [], "the old tree is removed after the swap"
+    # The old tree is removed after the answer (the new tree was in place and flushed before it).
+    wait_until(lambda: siblings(package) == [], timeout=20, what="the old tree's removal")
     assert server.call("document/state", {"document": handle})["hasUnsavedChanges"] is False
 
     # Undo past the save: the entry's earlier bytes were kept before the save replaced them.
@@ -245,9 +246,11 @@ def test_a_refused_exchange_falls_back_to_two_renames_and_says_so(sandbox):
 def discover_save_calls(sandbox, prepare) -> list[tuple[str, int]]:
     """The system calls of one package save, in order, as (name, nth call of that name in the save's
     thread): a save traced without faults."""
-    server, handle, _ = prepare()
+    server, handle, package = prepare()
     tracer = sandbox.trace(server, trace=PACKAGE_SYSCALLS)
     server.save(handle)
+    # The old tree goes after the answer, on another thread: let it go before the next run.
+    wait_until(lambda: siblings(package) == [], timeout=20, what="the old tree's removal")
     tracer.detach()
     calls = tracer.calls()
     swaps = [call for call in calls if call.name in ("renameat2", "renameat")]
