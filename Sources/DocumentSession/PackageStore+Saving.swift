@@ -223,7 +223,9 @@ extension PackageStore {
     /// Closes every document without saving (the server's shutdown): the managed stores' working
     /// copies and their directory are removed. Answers the paths that had unsaved changes.
     @discardableResult
-    public func closeAll() -> [String] {
+    public func closeAll() async -> [String] {
+        // Saves in progress end first (their stores are published from the working copies).
+        while let running = saving.values.first { await running.value }
         let unsaved = documents.values.filter(\.hasUnsavedChanges).map(\.path).sorted()
         for handle in Array(documents.keys) {
             stopWatching(handle)
