@@ -47,7 +47,9 @@ public enum DocumentError: Error, Sendable, Equatable {
     case entry(EntryError)
     /// A package's directory changed on disk (another program wrote inside it) since it was read
     /// or last saved: saving would overwrite that change. Save with `force`, resolve, or revert.
-    case packageChangedOnDisk(path: String)
+    /// `expected` is the etag of the tree as the server last read or saved it, `found` now's (nil:
+    /// the package is gone).
+    case packageChangedOnDisk(path: String, expected: String, found: String?)
     /// A request for one kind of document named another: `operation` is what was asked,
     /// `kind` what the document is (`text`, `package`, `managed`).
     case wrongKind(handle: String, kind: String, operation: String)

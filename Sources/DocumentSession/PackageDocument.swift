@@ -167,6 +167,30 @@ public struct PackageConflictVersion: Sendable, Equatable {
     public var size: Int64
 }
 
+extension PackageSignature {
+    /// The tree's etag (protocol/README.md §8.4's opaque etag, for a package): FNV-1a 64 of every
+    /// item's path, kind, size, inode and times, in hexadecimal. Two trees with one etag are the
+    /// same tree as far as the presenter can tell.
+    public var etag: String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ bytes: some Sequence<UInt8>) {
+            for byte in bytes {
+                hash ^= UInt64(byte)
+                hash &*= 0x0000_0100_0000_01b3
+            }
+        }
+        for item in items {
+            mix(item.path.utf8)
+            mix([0])
+            mix(item.kind.rawValue.utf8)
+            for number in [UInt64(bitPattern: item.size), item.inode, UInt64(bitPattern: item.modificationNanoseconds), UInt64(bitPattern: item.changeNanoseconds)] {
+                withUnsafeBytes(of: number.littleEndian) { mix($0) }
+            }
+        }
+        return String(hash, radix: 16)
+    }
+}
+
 /// An entry read (`document/readEntry`).
 public struct EntryRead: Sendable {
     public var path: String

@@ -106,13 +106,14 @@ final class DatabaseHandle: @unchecked Sendable {
 extension PackageStore {
     /// Opens the store of the package at `packagePath` (nil: a new, empty store) in a working copy
     /// of this server's, applying the client's migrations.
-    func openDatabase(handle: String, packagePath: String?, options: StoreOptions) async throws(DocumentError) -> DatabaseHandle {
+    func openDatabase(packagePath: String?, options: StoreOptions) async throws(DocumentError) -> DatabaseHandle {
         guard let workingDirectory else {
             throw .fileSystem(FileSystemError(
                 errno: ENOENT, syscall: "mkdtemp", path: packagePath ?? "",
                 reason: workingDirectoryUnavailable ?? "no working directory for managed stores"))
         }
-        let workingPath = workingDirectory.path + "/" + handle + ".sqlite"
+        let workingPath = workingDirectory.path + "/store-\(nextWorkingCopy).sqlite"
+        nextWorkingCopy += 1
         let published = packagePath.map { $0 + "/" + DatabaseLayout.storePath }
         let result = await runOnOwnThread { () -> Result<DatabaseHandle, StoreError> in
             do throws(StoreError) {

@@ -88,7 +88,8 @@ extension PackageStore {
                     document.conflictVersions.append(version)
                 }
                 documents[handle] = document
-                emit(document, previous: previous, reason: .externalChange)
+                emit(document, previous: previous, reason: .externalChange,
+                     error: .packageChangedOnDisk(path: path, expected: document.signature.etag, found: tree.signature.etag))
             }
         }
         if checkAgain.remove(handle) != nil { await check(handle) }

@@ -31,7 +31,7 @@ extension PackageStore {
         let expected = document.signature
         let deleted = document.deletedOnDisk
         if document.state.contains(.inConflict) && !force {
-            throw .packageChangedOnDisk(path: path)
+            throw .packageChangedOnDisk(path: path, expected: expected.etag, found: document.theirSignature?.etag ?? expected.etag)
         }
         // What the save writes: every entry as the session holds it now.
         let snapshot = document.entries
@@ -77,7 +77,7 @@ extension PackageStore {
                 // Another program's change since the last read or save is not overwritten unasked.
                 if !force && !deleted {
                     let now = try? PackageSave.signature(of: path)
-                    if now != expected { return .failure(.packageChangedOnDisk(path: path)) }
+                    if now != expected { return .failure(.packageChangedOnDisk(path: path, expected: expected.etag, found: now?.etag)) }
                 }
                 let saved = try PackageSave.save(
                     packageAt: path, entries: allWrites, exchangeUnsupported: exchangeUnsupported, removeOldTree: false)

@@ -83,6 +83,12 @@ public actor PackageStore {
         return "p\(nextHandle)"
     }
 
+    /// Names the working copies of managed stores (a handle is given only to an open that succeeds).
+    var nextWorkingCopy = 1
+
+    /// The kind of an open package document, nil when no package has this handle.
+    public func kind(of handle: String) -> PackageKind? { documents[handle]?.kind }
+
     func document(_ handle: String) throws(DocumentError) -> PackageDocument {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         return document
@@ -167,12 +173,17 @@ public actor PackageStore {
         }
         let tree = try await Self.readTree(path, kind: kind, recover: true)
         if let handle = handleByPath[path], let document = documents[handle] { return (document, nil) }
+        // The store first: a failing migration must not use up a handle.
+        let database = kind == .managed ? try await openDatabase(packagePath: path, options: storeOptions) : nil
+        if let handle = handleByPath[path], let document = documents[handle] {
+            database?.close()
+            return (document, nil)
+        }
         let handle = makeHandle()
         var document = PackageDocument(
             handle: handle, path: path, kind: kind, entries: tree.entries, emptyDirectories: tree.emptyDirectories,
             signature: tree.signature)
-        if kind == .managed {
-            let database = try await openDatabase(handle: handle, packagePath: path, options: storeOptions)
+        if let database {
             databases[handle] = database
             document.storeSummary = database.summary
             if database.summary.migratedTo != database.summary.migratedFrom {
@@ -196,9 +207,8 @@ public actor PackageStore {
         }
         var writes: [PackageEntryWrite] = []
         var database: DatabaseHandle? = nil
-        let handle = makeHandle()
         if kind == .managed {
-            let opened = try await openDatabase(handle: handle, packagePath: nil, options: storeOptions)
+            let opened = try await openDatabase(packagePath: nil, options: storeOptions)
             database = opened
             writes.append(PackageEntryWrite(path: DatabaseLayout.storePath, source: .produce({ (destination) throws(FileSystemError) in
                 try opened.publish(to: destination)
@@ -222,6 +232,7 @@ public actor PackageStore {
             if error.errno == 17 /* EEXIST */ { throw .alreadyExists(path: path) }
             throw .fileSystem(error)
         }
+        let handle = makeHandle()
         var document = PackageDocument(handle: handle, path: path, kind: kind, entries: [:], emptyDirectories: [], signature: signature)
         if let database {
             databases[handle] = database

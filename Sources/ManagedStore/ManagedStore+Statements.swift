@@ -122,7 +122,9 @@ extension ManagedStore {
                 connection.policy.reset()
                 let code = sqlite3_prepare_v2(handle, next, Int32(end - next), &statement, &tail)
                 guard code == SQLITE_OK else {
-                    throw connection.lastError(statement: ManagedStore.text(from: next, to: tail ?? end, end: end))
+                    // The tail of a refused prepare points where parsing stopped, inside the
+                    // statement: the error names the whole statement instead.
+                    throw connection.lastError(statement: ManagedStore.wholeStatement(from: next, end: end))
                 }
                 defer { sqlite3_finalize(statement) }
                 guard let statement else { break }  // only blanks and comments were left
@@ -149,6 +151,28 @@ extension ManagedStore {
     static func text(from start: UnsafePointer<CChar>, to stop: UnsafePointer<CChar>, end: UnsafePointer<CChar>) -> String {
         let upper = stop > start ? stop : end
         let bytes = UnsafeRawBufferPointer(start: start, count: upper - start)
+        return String(decoding: bytes, as: UTF8.self).trimmingBlanks()
+    }
+
+    /// The statement that starts at `start`: the shortest text up to a `;` that SQLite calls a
+    /// complete statement (`sqlite3_complete`, which knows quotes and comments), else the rest.
+    static func wholeStatement(from start: UnsafePointer<CChar>, end: UnsafePointer<CChar>) -> String {
+        var bytes = Array(UnsafeBufferPointer(start: UnsafeRawPointer(start).assumingMemoryBound(to: UInt8.self), count: end - start))
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: ";") {
+                var prefix = Array(bytes[...index])
+                prefix.append(0)
+                let complete = prefix.withUnsafeBufferPointer { buffer in
+                    buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { sqlite3_complete($0) }
+                }
+                if complete != 0 {
+                    bytes = Array(bytes[..<index])
+                    break
+                }
+            }
+            index += 1
+        }
         return String(decoding: bytes, as: UTF8.self).trimmingBlanks()
     }
 

@@ -170,11 +170,13 @@ extension Server {
                 data: ["document": .string(handle), "uri": .string(FileURI.uri(from: path))])
         case .entry(let entry):
             return entryError(entry)
-        case .packageChangedOnDisk(let path):
+        case .packageChangedOnDisk(let path, let expected, let found):
+            let what = found == nil ? "was deleted" : "changed on disk (another program changed the package)"
             return ResponseError(
                 .changedOnDisk,
-                "\(path) changed on disk (another program changed the package) since it was read or last saved; resolve the conflict, save with force to overwrite it, or revert",
-                data: ["path": .string(path), "uri": .string(FileURI.uri(from: path))])
+                "\(path) \(what) since it was read or last saved; resolve the conflict, save with force to overwrite it, or revert",
+                data: ["path": .string(path), "uri": .string(FileURI.uri(from: path)), "expectedEtag": .string(expected),
+                       "etag": found.map { .string($0) } ?? .null])
         case .wrongKind(let handle, let kind, let operation):
             return ResponseError(
                 .wrongKind, "Document \(handle) is a \(kind) document: it cannot \(operation)",

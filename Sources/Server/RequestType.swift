@@ -90,9 +90,10 @@ extension Server {
                     if !(params is any PackageAwareRequest), case .object(let members)? = request.params,
                         case .string(let handle)? = members["document"], PackageStore.isPackageHandle(handle)
                     {
+                        let kind = await server.packages.kind(of: handle)?.rawValue ?? "package"
                         throw ResponseError(
-                            .wrongKind, "\(handle) is a package document's handle, and \(R.method) is for text documents",
-                            data: ["document": .string(handle), "kind": "package"])
+                            .wrongKind, "\(handle) is a \(kind) document's handle, and \(R.method) is for text documents",
+                            data: ["document": .string(handle), "kind": .string(kind)])
                     }
                     switch try await handler(server, params, context) {
                     case .now(let result): return .now(.success(result.json))

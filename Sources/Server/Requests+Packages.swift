@@ -316,7 +316,7 @@ struct PackageSaveAnswer: RequestResult {
         let result = outcome.result
         return [
             "version": .integer(outcome.version), "uri": .string(FileURI.uri(from: outcome.path)),
-            "durable": true, "method": .string(result.method.rawValue),
+            "durable": .bool(result.durable), "method": .string(result.method.rawValue),
             "entries": ["written": .integer(Int64(result.written)), "cloned": .integer(Int64(result.cloned)),
                         "linked": .integer(Int64(result.linked)), "copied": .integer(Int64(result.copied))],
         ]

@@ -153,7 +153,7 @@ extension Server {
     /// unsaved), answered when the new tree is in place.
     func savePackage(_ params: SaveDocumentRequest) async throws(ResponseError) -> Answer<PackageSaveAnswer> {
         if params.newPath != nil {
-            throw .invalidParams(field: "params.to", "saving a package as another package is not supported: copy it with workspace/export, then open the copy")
+            throw .invalidParams(field: "params.to", "saving a package as another package is not supported yet: save it in place")
         }
         let packages = packages
         let handle = params.handle
