@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "DocumentSession", targets: ["DocumentSession"]),
         .library(name: "Execution", targets: ["Execution"]),
         .library(name: "SystemCalls", targets: ["SystemCalls"]),
+        .library(name: "ManagedStore", targets: ["ManagedStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
@@ -39,6 +40,14 @@ let package = Package(
             name: "CXXHash",
             pkgConfig: "libxxhash",
             providers: [.apt(["libxxhash-dev"])]
+        ),
+        // SQLite, Debian's libsqlite3-dev (3.40.1): the managed documents' stores. Its shim.h defines
+        // SQLITE_ENABLE_SESSION and SQLITE_ENABLE_PREUPDATE_HOOK before including sqlite3.h, so the
+        // session extension's declarations are seen (Debian's library is built with both).
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
         ),
         // One thread that runs jobs and, between them, polls descriptors: the executor the whole
         // request path runs on (the connection's dispatcher and the document store's actor).
@@ -80,15 +89,25 @@ let package = Package(
         // per function; optimised in debug builds too, like FileStore.
         .target(name: "CTextScan", cSettings: [.unsafeFlags(["-O2"])]),
         // A document's life (UIDocument's role): open documents, versions, edits, undo, states.
-        .target(name: "DocumentSession", dependencies: ["TextBuffer", "FileStore", "Execution"]),
+        .target(name: "DocumentSession", dependencies: ["TextBuffer", "FileStore", "Execution", "ManagedStore"]),
         // The protocol's method table and lifecycle; the only place that knows wire and core types.
         .target(name: "Server", dependencies: [
             "JSONRPC",
             "DocumentSession",
+            "ManagedStore",
+            "UTF8Validation",
             "TextBuffer",
             "FileStore",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The SQLite store of a managed document (UIManagedDocument's persistent store): a private
+        // working copy, migrations by PRAGMA user_version, one transaction per request, undo and redo
+        // through the session extension's changesets, an authorizer, publishing by the backup API.
+        // Not JSON: the server converts. On CSQLite rather than GRDB.swift 7.10.0, which wraps
+        // neither the session extension (sqlite3session_*, changeset invert and apply), nor the
+        // authorizer, nor the backup API, and whose migrator tracks migrations in a table of its
+        // own where ours are tracked by PRAGMA user_version.
+        .target(name: "ManagedStore", dependencies: ["CSQLite", "FileStore", "SystemCalls"]),
         // Drives a server from the outside (spawn, frame, print traffic): the demo, call, run and replay.
         .target(name: "Client", dependencies: ["JSONRPC", "SystemCalls"]),
         // The executable: arguments, stdio wiring, logging, signals. No logic of its own.
@@ -126,6 +145,7 @@ let package = Package(
         .testTarget(name: "ServerTests", dependencies: ["Server"]),
         .testTarget(name: "TextBufferTests", dependencies: ["TestSupport", "TextBuffer", "JSON", "EditingTraces"]),
         .testTarget(name: "DocumentSessionTests", dependencies: ["TestSupport", "DocumentSession", "TextBuffer", "FileStore"]),
+        .testTarget(name: "ManagedStoreTests", dependencies: ["TestSupport", "ManagedStore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "docsession", "JSONRPC", "Server", "Client", "JSON", "EditingTraces"]),
     ]
 )

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -11,6 +12,11 @@
 int cfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
     // Through syscall(2): glibc's wrapper exists only from 2.28, the system call from Linux 3.15.
     return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+int cfs_ficlone(int dst, int src) {
+    // The request number, rather than <linux/fs.h>'s FICLONE, so that old kernel headers build too.
+    return ioctl(dst, 0x40049409UL, src);
 }
 
 ssize_t cfs_llistxattr(const char *path, char *list, size_t size) { return llistxattr(path, list, size); }

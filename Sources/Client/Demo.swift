@@ -66,23 +66,72 @@ public struct Demo {
         ]
     }
 
+    /// The script for a managed document (README §13) created at `uri`: a SQLite store in a
+    /// package, a migration, writes, a query, undo and redo, a refused statement, additional
+    /// content, the save that publishes both, and the close.
+    static func managedSteps(uri: String) -> [Step] {
+        [
+            .request("Start the session.", "initialize", ["clientInfo": ["name": "docsession demo"]]),
+            .notification("The client is ready.", "initialized", nil),
+            .request("Create a managed document: a package with a SQLite store, its schema from the client's migration (PRAGMA user_version counts them).", "document/create", [
+                "uri": .string(uri), "kind": "managed",
+                "storeOptions": ["migrations": ["CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, done INTEGER NOT NULL DEFAULT 0)"]],
+            ]),
+            .request("Add two items in one transaction: one undoable step, one version.", "store/execute", [
+                "document": "p1", "version": 1, "sql": "INSERT INTO items(name) VALUES (?), (?)", "params": ["bread", "café au lait ☕"],
+                "label": "Add items",
+            ]),
+            .request("Tick one off, by name.", "store/execute", [
+                "document": "p1", "version": 2, "sql": "UPDATE items SET done = 1 WHERE name = :name", "params": ["name": "bread"],
+            ]),
+            .request("Read the rows: typed values.", "store/query", ["document": "p1", "sql": "SELECT id, name, done FROM items ORDER BY id"]),
+            .request("Undo: the update's changeset inverted.", "document/undo", ["document": "p1"]),
+            .request("A duplicate name: SQLite's constraint, its extended code, the statement; nothing changes.", "store/execute", [
+                "document": "p1", "sql": "INSERT INTO items(name) VALUES ('bread')",
+            ]),
+            .request("A statement that would reach another file: refused before it runs.", "store/execute", [
+                "document": "p1", "sql": "ATTACH DATABASE '/tmp/elsewhere.db' AS elsewhere",
+            ]),
+            .request("Additional content beside the store, written as an entry of the package.", "document/writeEntry", [
+                "document": "p1", "path": "StoreContent/AdditionalContent/notes.md", "text": "Buy before Friday.\n",
+            ]),
+            .request("Save: the store published (backup API, no -wal or -shm) with the additional content, in one staged tree swapped in.", "document/save", ["document": "p1"]),
+            .request("The document's state: clean, and what the package holds.", "document/state", ["document": "p1"]),
+            .request("Close.", "document/close", ["document": "p1"]),
+            .request("Shut down.", "shutdown", nil),
+            .notification("Exit.", "exit", nil),
+        ]
+    }
+
+    /// Which script to run.
+    public enum Script: Sendable {
+        /// A text document (the default).
+        case text
+        /// A managed document.
+        case managed
+    }
+
     /// Where the transcript goes.
     let output: (String) -> Void
+    let script: Script
 
-    public init(output: @escaping (String) -> Void) {
+    public init(output: @escaping (String) -> Void, script: Script = .text) {
         self.output = output
+        self.script = script
     }
 
     /// Runs the script against the server at `executable` and answers its exit status.
     public func run(executable: String, arguments: [String]) throws -> Int32 {
         let directory = try SampleDirectory()
         defer { directory.remove() }
-        let samplePath = try directory.write(name: "shopping.md", text: Self.sampleText)
+        let samplePath = script == .text
+            ? try directory.write(name: "shopping.md", text: Self.sampleText) : directory.path + "/shopping.docpackage"
         let server = try ServerProcess(executable: executable, arguments: arguments)
         output("docsession demo: a scripted session with \(executable) \(arguments.joined(separator: " "))")
         output("(--> client to server, <-- server to client; each message is framed as Content-Length: N\\r\\n\\r\\n JSON)")
-        output("(the sample document is a fresh copy at \(samplePath))")
-        for step in Self.steps(uri: "file://" + samplePath) {
+        output(script == .text ? "(the sample document is a fresh copy at \(samplePath))" : "(the managed document is created at \(samplePath))")
+        let steps = script == .text ? Self.steps(uri: "file://" + samplePath) : Self.managedSteps(uri: "file://" + samplePath)
+        for step in steps {
             output("")
             switch step {
             case .request(let caption, let method, let params):
@@ -115,6 +164,12 @@ public struct Demo {
         output("")
         output("server exited with status \(status)")
         output("")
+        if script == .managed {
+            output("The package on disk now holds:")
+            let files = (FileManager.default.enumerator(atPath: samplePath)?.allObjects as? [String] ?? []).sorted()
+            for file in files { output("  \(file)") }
+            return status
+        }
         output("The sample document on disk now holds:")
         output(Self.text(of: samplePath) ?? "(unreadable)")
         return status

@@ -1,4 +1,5 @@
 import FileStore
+import ManagedStore
 import TextBuffer
 
 /// Why a document operation was refused. Nothing changed when one is thrown.
@@ -42,4 +43,33 @@ public enum DocumentError: Error, Sendable, Equatable {
     /// `recover` on a document with unsaved changes of its own (or in conflict), which recovering
     /// would replace.
     case unsavedChanges(handle: String, path: String, reason: String)
+    /// An entry of a package could not be read, written or deleted as asked.
+    case entry(EntryError)
+    /// A package's directory changed on disk (another program wrote inside it) since it was read
+    /// or last saved: saving would overwrite that change. Save with `force`, resolve, or revert.
+    /// `expected` is the etag of the tree as the server last read or saved it, `found` now's (nil:
+    /// the package is gone).
+    case packageChangedOnDisk(path: String, expected: String, found: String?)
+    /// A request for one kind of document named another: `operation` is what was asked,
+    /// `kind` what the document is (`text`, `package`, `managed`).
+    case wrongKind(handle: String, kind: String, operation: String)
+    /// SQLite refused or failed a statement of a managed document's store (or a migration), or
+    /// the store's policy refused it before it ran. Nothing changed.
+    case store(StoreError)
+}
+
+/// Why an entry of a package was refused. Nothing changed.
+public enum EntryError: Error, Sendable, Equatable {
+    /// The path cannot name an entry (absolute, `..`, empty component, ...).
+    case invalidPath(path: String, reason: String)
+    /// No entry has this path.
+    case noSuchEntry(path: String)
+    /// The path is a directory of the package.
+    case isDirectory(path: String)
+    /// A component of the path is a file or symbolic link of the package.
+    case underFile(path: String, file: String)
+    /// The entry is a symbolic link: never followed, so not read.
+    case symbolicLink(path: String)
+    /// The path is the managed store's own (written only through `store/execute`).
+    case reserved(path: String, reason: String)
 }

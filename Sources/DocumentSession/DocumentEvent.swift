@@ -61,6 +61,10 @@ public struct DocumentEvent: Sendable, Equatable {
         /// it into the file's. The
         /// document is unchanged: the editor applies them, and its changes bring it there.
         case reloadProposed(edits: [TextEdit])
+        /// A package's entries changed without a client's request (another program changed the
+        /// package and the document took its tree, or a revert or resolution did): the entries
+        /// written or deleted, and whether the managed store changed (`document/didChange`).
+        case entriesChanged(entries: [EntryChange], store: Bool)
     }
 
     public var handle: String

@@ -39,7 +39,7 @@ public actor DocumentStore {
     let versionWrites: VersionWriteQueue?
     /// The thread the store runs on: the server's loop, which also reads, dispatches and writes,
     /// so that a request never switches threads. Blocking work never runs on it.
-    nonisolated let executor: LoopExecutor
+    public nonisolated let executor: LoopExecutor
     /// The sandbox roots every save must stay beneath (checked on the directory it opens), if any.
     var roots: SandboxRoots?
     /// The journal of unsaved changes (DocumentStore+Journal.swift): its directory and writer (nil

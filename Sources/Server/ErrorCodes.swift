@@ -5,6 +5,7 @@ import DocumentSession
 import FileStore
 import JSON
 import JSONRPC
+import ManagedStore
 import TextBuffer
 
 /// The project's own error codes, in JSON-RPC's server range -32000...-32099 (LSP uses -32001 and
@@ -47,6 +48,19 @@ extension ErrorCode {
     /// -32027: sessions cannot be handed off here: no usable state directory, or (restoring unsaved
     /// work) no journal.
     public static let handoffUnavailable = ErrorCode(rawValue: -32027)
+    /// -32028: no entry of the package has this path, or the path cannot be read or written as
+    /// asked (a directory, a symbolic link, under a file, the managed store's own).
+    public static let entryError = ErrorCode(rawValue: -32028)
+    /// -32029: SQLite refused or failed a statement of a managed document (or a migration);
+    /// `data` holds its extended result code, the code's name, its message and the statement.
+    public static let storeError = ErrorCode(rawValue: -32029)
+    /// -32030: a statement was refused before it ran: it would reach another file (ATTACH,
+    /// load_extension, VACUUM INTO), change the schema outside a migration, write a table whose
+    /// changes could not be undone, or write a read-only store.
+    public static let statementRefused = ErrorCode(rawValue: -32030)
+    /// -32031: the method is for another kind of document (a text method on a package, an entry
+    /// method on a text document, a store method on a plain package).
+    public static let wrongKind = ErrorCode(rawValue: -32031)
 }
 
 extension FileSystemError {
@@ -154,7 +168,56 @@ extension Server {
             return ResponseError(
                 .unsavedChanges, "Document \(handle) has unsaved changes of its own; \(reason)",
                 data: ["document": .string(handle), "uri": .string(FileURI.uri(from: path))])
+        case .entry(let entry):
+            return entryError(entry)
+        case .packageChangedOnDisk(let path, let expected, let found):
+            let what = found == nil ? "was deleted" : "changed on disk (another program changed the package)"
+            return ResponseError(
+                .changedOnDisk,
+                "\(path) \(what) since it was read or last saved; resolve the conflict, save with force to overwrite it, or revert",
+                data: ["path": .string(path), "uri": .string(FileURI.uri(from: path)), "expectedEtag": .string(expected),
+                       "etag": found.map { .string($0) } ?? .null])
+        case .wrongKind(let handle, let kind, let operation):
+            return ResponseError(
+                .wrongKind, "Document \(handle) is a \(kind) document: it cannot \(operation)",
+                data: ["document": .string(handle), "kind": .string(kind)])
+        case .store(let store):
+            return storeError(store)
         }
+    }
+
+    static func entryError(_ error: EntryError) -> ResponseError {
+        switch error {
+        case .invalidPath(let path, let reason):
+            return .invalidParams(field: "params.path", "\"\(path)\" is not an entry path: \(reason)")
+        case .noSuchEntry(let path):
+            return ResponseError(.entryError, "The package has no entry \(path)", data: ["path": .string(path), "reason": "noSuchEntry"])
+        case .isDirectory(let path):
+            return ResponseError(.entryError, "\(path) is a directory of the package, not a file", data: ["path": .string(path), "reason": "isDirectory"])
+        case .underFile(let path, let file):
+            return ResponseError(
+                .entryError, "\(path) cannot be an entry: \(file) is a file of the package, not a directory",
+                data: ["path": .string(path), "reason": "underFile", "file": .string(file)])
+        case .symbolicLink(let path):
+            return ResponseError(
+                .entryError, "\(path) is a symbolic link: links inside a package are kept but never followed",
+                data: ["path": .string(path), "reason": "symbolicLink"])
+        case .reserved(let path, let reason):
+            return ResponseError(.entryError, "\(path) is the managed store's own: \(reason)", data: ["path": .string(path), "reason": "reserved"])
+        }
+    }
+
+    /// -32029 for SQLite's errors, -32030 for statements refused before they ran.
+    static func storeError(_ error: StoreError) -> ResponseError {
+        var data: JSONObject = ["code": .integer(Int64(error.code)), "codeName": .string(error.codeName), "message": .string(error.message)]
+        if let statement = error.statement { data["statement"] = .string(statement) }
+        if let migration = error.migration { data["migration"] = .integer(Int64(migration)) }
+        data["kind"] = .string(error.kind.rawValue)
+        let what = error.migration.map { "migration \($0)" } ?? "the statement"
+        if error.kind != .sqlite && error.kind != .file && error.kind != .publish {
+            return ResponseError(.statementRefused, "\(what) was refused: \(error.message)", data: .object(data))
+        }
+        return ResponseError(.storeError, "SQLite: \(error.codeName): \(error.message)\(error.migration.map { " (migration \($0); the store is as it was before it)" } ?? "")", data: .object(data))
     }
 }
 

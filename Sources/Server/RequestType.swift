@@ -1,3 +1,4 @@
+import DocumentSession
 import JSON
 import JSONRPC
 
@@ -23,6 +24,11 @@ extension RequestType {
         try Self(params: Params(byName: request.params, method: method))
     }
 }
+
+/// A request whose `document` may be a package's handle (`p1`): its handler routes it to the
+/// package store (Server+Packages.swift). Any other request given a package's handle is refused
+/// with -32031 before its handler runs.
+protocol PackageAwareRequest: RequestType {}
 
 /// A request that takes no params (`shutdown`, `workspace/recoverable`, `session/snapshot`):
 /// absent, `null`, `{}` and `[]` are accepted, anything else is -32602 naming the first param given.
@@ -81,6 +87,14 @@ extension Server {
             run = { server, request, context in
                 do throws(ResponseError) {
                     let params = try R.decode(request)
+                    if !(params is any PackageAwareRequest), case .object(let members)? = request.params,
+                        case .string(let handle)? = members["document"], PackageStore.isPackageHandle(handle)
+                    {
+                        let kind = await server.packages.kind(of: handle)?.rawValue ?? "package"
+                        throw ResponseError(
+                            .wrongKind, "\(handle) is a \(kind) document's handle, and \(R.method) is for text documents",
+                            data: ["document": .string(handle), "kind": .string(kind)])
+                    }
                     switch try await handler(server, params, context) {
                     case .now(let result): return .now(.success(result.json))
                     case .later(let work): return .later { await work().map(\.json) }

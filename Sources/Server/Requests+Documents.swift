@@ -2,6 +2,7 @@ import DocumentSession
 import FileStore
 import JSON
 import JSONRPC
+import ManagedStore
 import TextBuffer
 
 // The requests of a document's session (Server+Documents.swift): their params and results.
@@ -9,18 +10,31 @@ import TextBuffer
 /// `document/open` → ``DocumentInfo``.
 struct OpenDocumentRequest: RequestType {
     static let method = "document/open"
-    typealias Result = DocumentInfo
+    typealias Result = EitherResult<DocumentInfo, PackageInfo>
     /// `uri` as a path, not yet checked against the roots.
     var path: String
     var encoding: TextEncoding?
     var includeText: Bool
     var workDoneToken: JSONValue?
+    /// `text`, `package` or `managed` (nil: a package when the path is a directory with a
+    /// package's extension or a managed store, else text).
+    var kind: String?
+    /// A managed document's migrations and read-only flag.
+    var storeOptions: StoreOptions?
 
     init(params: Params) throws(ResponseError) {
         path = try params.filePath("uri")
         encoding = try params.textEncoding("encoding")
         includeText = try params.optionalBool("includeText") ?? true
         workDoneToken = try params.progressToken("workDoneToken")
+        kind = try params.optionalEnumeration("kind", ["text", "package", "managed"])
+        storeOptions = try params.storeOptions("storeOptions")
+        if storeOptions != nil && kind != "managed" && kind != nil {
+            throw .invalidParams(field: "params.storeOptions", "only a managed document takes storeOptions (kind is \"\(kind!)\")")
+        }
+        if kind == "package" || kind == "managed", encoding != nil {
+            throw .invalidParams(field: "params.encoding", "a \(kind!) document has no text encoding (its entries are bytes)")
+        }
     }
 }
 
@@ -28,7 +42,7 @@ struct OpenDocumentRequest: RequestType {
 /// rule makes.
 struct CreateDocumentRequest: RequestType {
     static let method = "document/create"
-    typealias Result = DocumentInfo
+    typealias Result = EitherResult<DocumentInfo, PackageInfo>
 
     enum Location: Sendable {
         /// `uri`, as a path not yet checked against the roots.
@@ -39,8 +53,20 @@ struct CreateDocumentRequest: RequestType {
 
     var location: Location
     var text: String
+    /// `package` or `managed` for a directory document (nil: a text file).
+    var kind: String?
+    var storeOptions: StoreOptions?
 
     init(params: Params) throws(ResponseError) {
+        kind = try params.optionalEnumeration("kind", ["text", "package", "managed"])
+        if kind == "text" { kind = nil }
+        storeOptions = try params.storeOptions("storeOptions")
+        if storeOptions != nil && kind != "managed" {
+            throw .invalidParams(field: "params.storeOptions", "only a managed document takes storeOptions (give kind \"managed\")")
+        }
+        if let kind, params.value("text") != nil {
+            throw .invalidParams(field: "params.text", "a \(kind) document has no text (write its entries with document/writeEntry)")
+        }
         let hasURI = params.value("uri") != nil
         let hasDirectory = params.value("directory") != nil
         guard hasURI != hasDirectory else {
@@ -93,7 +119,7 @@ struct EditDocumentResult: RequestResult {
 }
 
 /// `document/undo` and `document/redo`: the same params (`document`, an optional `version`).
-protocol HistoryStepRequest: RequestType where Result == EditsResult {
+protocol HistoryStepRequest: RequestType where Result == EitherResult<EditsResult, PackageStepResult> {
     var handle: String { get }
     var version: Int64? { get }
     init(handle: String, version: Int64?)
@@ -106,17 +132,17 @@ extension HistoryStepRequest {
 }
 
 /// `document/undo` → ``EditsResult``.
-struct UndoRequest: HistoryStepRequest {
+struct UndoRequest: HistoryStepRequest, PackageAwareRequest {
     static let method = "document/undo"
-    typealias Result = EditsResult
+    typealias Result = EitherResult<EditsResult, PackageStepResult>
     var handle: String
     var version: Int64?
 }
 
 /// `document/redo` → ``EditsResult``.
-struct RedoRequest: HistoryStepRequest {
+struct RedoRequest: HistoryStepRequest, PackageAwareRequest {
     static let method = "document/redo"
-    typealias Result = EditsResult
+    typealias Result = EitherResult<EditsResult, PackageStepResult>
     var handle: String
     var version: Int64?
 }
@@ -130,9 +156,9 @@ struct EditsResult: RequestResult {
 }
 
 /// `document/state` → ``DocumentStateResult``.
-struct DocumentStateRequest: RequestType {
+struct DocumentStateRequest: RequestType, PackageAwareRequest {
     static let method = "document/state"
-    typealias Result = DocumentStateResult
+    typealias Result = EitherResult<DocumentStateResult, PackageInfo>
     var handle: String
 
     init(params: Params) throws(ResponseError) {

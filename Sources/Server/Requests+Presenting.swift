@@ -7,9 +7,9 @@ import TextBuffer
 // The requests about a document's file and its earlier versions (Server+Presenting.swift).
 
 /// `document/resolveConflict` → ``ResolveConflictResult``.
-struct ResolveConflictRequest: RequestType {
+struct ResolveConflictRequest: RequestType, PackageAwareRequest {
     static let method = "document/resolveConflict"
-    typealias Result = ResolveConflictResult
+    typealias Result = EitherResult<ResolveConflictResult, PackageInfo>
     var handle: String
     var resolution: ConflictResolution
     var version: Int64?
@@ -61,9 +61,9 @@ enum ResolveConflictResult: RequestResult {
 }
 
 /// `document/versions` → ``VersionsResult``.
-struct ListVersionsRequest: RequestType {
+struct ListVersionsRequest: RequestType, PackageAwareRequest {
     static let method = "document/versions"
-    typealias Result = VersionsResult
+    typealias Result = EitherResult<VersionsResult, PackageVersionsResult>
     var handle: String
 
     init(params: Params) throws(ResponseError) {

@@ -4,10 +4,10 @@ import JSONRPC
 
 // The workspace's queries (Server+Query.swift).
 
-/// `workspace/query` → ``QueryResult``.
+/// `workspace/query` → ``WorkspaceQueryResult``.
 struct QueryRequest: RequestType {
     static let method = "workspace/query"
-    typealias Result = QueryResult
+    typealias Result = WorkspaceQueryResult
     /// `root` as a path, not yet checked against the roots.
     var root: String
     var recursive: Bool
@@ -28,7 +28,7 @@ struct QueryRequest: RequestType {
 }
 
 /// The files that match, and the live query's id (nil without `watch`).
-struct QueryResult: RequestResult {
+struct WorkspaceQueryResult: RequestResult {
     var query: String?
     /// Each a `FileInfo` (``Server/fileInfo(_:_:)``).
     var files: [JSONValue]

@@ -6,9 +6,9 @@ import JSONRPC
 // The requests that save, revert and close a document (Server+Saving.swift).
 
 /// `document/save` → ``SaveDocumentResult``.
-struct SaveDocumentRequest: RequestType {
+struct SaveDocumentRequest: RequestType, PackageAwareRequest {
     static let method = "document/save"
-    typealias Result = SaveDocumentResult
+    typealias Result = EitherResult<SaveDocumentResult, PackageSaveAnswer>
     var handle: String
     /// `to` as a path, not yet checked against the roots: save as a new file.
     var newPath: String?
@@ -39,9 +39,9 @@ struct SaveDocumentResult: RequestResult {
 }
 
 /// `document/revert` → ``DocumentInfo``.
-struct RevertDocumentRequest: RequestType {
+struct RevertDocumentRequest: RequestType, PackageAwareRequest {
     static let method = "document/revert"
-    typealias Result = DocumentInfo
+    typealias Result = EitherResult<DocumentInfo, PackageInfo>
     var handle: String
     var includeText: Bool
 
@@ -52,7 +52,7 @@ struct RevertDocumentRequest: RequestType {
 }
 
 /// `document/close` → ``CloseDocumentResult``.
-struct CloseDocumentRequest: RequestType {
+struct CloseDocumentRequest: RequestType, PackageAwareRequest {
     static let method = "document/close"
     typealias Result = CloseDocumentResult
     var handle: String

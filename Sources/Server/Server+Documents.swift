@@ -95,6 +95,13 @@ extension Server {
             merge: edit.merge)
         switch result {
         case .success(let newVersion): return EditDocumentResult(version: newVersion)
+        case .failure(.unknownDocument(let handle)) where PackageStore.isPackageHandle(handle):
+            // The edit's own way (predecoded, answered at once) passes no request entry.
+            // On the loop, where the package store runs too.
+            let kind = packages.assumeIsolated { packages in packages.kind(of: handle)?.rawValue } ?? "package"
+            throw ResponseError(
+                .wrongKind, "\(handle) is a \(kind) document's handle, and document/edit is for text documents",
+                data: ["document": .string(handle), "kind": .string(kind)])
         case .failure(let error): throw Self.responseError(error, id: .null)
         }
     }

@@ -98,7 +98,7 @@ extension Server {
     /// `workspace/query`: the regular files under a directory that match a glob, sorted by relative
     /// path; with `watch`, a live query whose changes follow as `workspace/didChangeFiles`. The
     /// directory is read off the loop thread, in request order.
-    func query(_ params: QueryRequest, _ context: RequestContext) async throws(ResponseError) -> QueryResult {
+    func query(_ params: QueryRequest, _ context: RequestContext) async throws(ResponseError) -> WorkspaceQueryResult {
         let root = try await checkPath(params.root, field: "params.root", mustExist: true)
         let recursive = params.recursive
         let watching = params.watch
@@ -114,7 +114,7 @@ extension Server {
             case .success(let entries):
                 let open = OpenFiles(await store.openFiles)
                 let files = entries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
-                return QueryResult(query: nil, files: files)
+                return WorkspaceQueryResult(query: nil, files: files)
             case .failure(let error):
                 throw Self.fileSystemError(error)
             }
@@ -150,7 +150,7 @@ extension Server {
 
         let open = OpenFiles(await store.openFiles)
         let files = watch.initialEntries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
-        return QueryResult(query: id, files: files)
+        return WorkspaceQueryResult(query: id, files: files)
     }
 
     /// `workspace/stopQuery`: ends a live query; nothing more is sent for it after the response.

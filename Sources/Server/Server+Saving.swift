@@ -122,7 +122,7 @@ extension Server {
 
     private static func detailCode(_ error: DocumentError) -> String {
         switch error {
-        case .save(.changedOnDisk): return "changedOnDisk"
+        case .save(.changedOnDisk), .packageChangedOnDisk: return "changedOnDisk"
         case .deletedOnDisk: return "deletedOnDisk"
         case .save(.unencodable): return "unencodable"
         case .save(.notRegularFile), .load(.notRegularFile): return "notRegularFile"
@@ -137,6 +137,7 @@ extension Server {
     private static func advice(_ error: DocumentError) -> (Bool, [String]) {
         switch error {
         case .save(.changedOnDisk): return (true, ["resolveConflict", "revert", "saveAs", "force"])
+        case .packageChangedOnDisk: return (true, ["resolveConflict", "revert", "force"])
         case .deletedOnDisk: return (true, ["save", "saveAs", "close"])
         case .save(.alreadyExists): return (false, ["force", "saveAs"])
         case .openElsewhere, .alreadyExists: return (false, ["saveAs"])

@@ -90,6 +90,8 @@ public actor Server: MessageHandler {
     var editorSync = EditorSync()
     /// The mirrored documents' events, handled by the LSP mode instead of sent as `document/*`.
     let mirrorEvents: MirrorEventRoute
+    /// The open package and managed documents (Server+Packages.swift); its executor is the server's.
+    let packages: PackageStore
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         self.roots = configuration.roots
@@ -140,9 +142,29 @@ public actor Server: MessageHandler {
             case .reloadProposed:
                 // Only mirrored documents propose reloads, and their events were taken above.
                 break
+            case .entriesChanged:
+                // Only packages' (below).
+                break
             }
         }, watchFiles: configuration.watchFiles, versions: versions, versionsUnavailableReason: versions == nil ? unavailable : nil,
            journal: journal, journalUnavailableReason: journal == nil ? journalUnavailable : nil)
+        var working: ManagedWorkingDirectory? = nil
+        var workingUnavailable = "no working directory"
+        do throws(FileSystemError) {
+            working = try ManagedWorkingDirectory.open(stateDirectory: configuration.stateDirectory)
+        } catch {
+            workingUnavailable = "the managed stores' working directory cannot be made: \(error.message)"
+            logger.warning("managed documents cannot be opened: \(error.message)")
+        }
+        packages = PackageStore(events: { event in
+            switch event.kind {
+            case .entriesChanged(let entries, let store):
+                writer.send(Notification(method: "document/didChange", params: Self.didChangeEntries(event, entries: entries, store: store)))
+            default:
+                writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
+            }
+        }, watchFiles: configuration.watchFiles, workingDirectory: working, workingDirectoryUnavailable: workingUnavailable,
+           executor: store.executor)
         if let directory = configuration.stateDirectory {
             do throws(FileSystemError) {
                 snapshots = try Workspace.openSnapshots(inStateDirectory: directory)
@@ -161,24 +183,55 @@ public actor Server: MessageHandler {
     static let requests: [RequestEntry] = [
         RequestEntry(InitializeRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.initialize(params)) },
         RequestEntry(ShutdownRequest.self) { server, params, _ in .now(await server.shutdown(params)) },
-        RequestEntry(OpenDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.openDocument(params, context) },
-        RequestEntry(CreateDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.createDocument(params)) },
+        RequestEntry(OpenDocumentRequest.self) { server, params, context throws(ResponseError) in
+            if let kind = server.packageKind(of: params.path, asked: params.kind) { return .now(.package(try await server.openPackage(params, kind: kind))) }
+            return try await server.openDocument(params, context).asText()
+        },
+        RequestEntry(CreateDocumentRequest.self) { server, params, _ throws(ResponseError) in
+            if let kind = params.kind.flatMap(PackageKind.init(rawValue:)) { return .now(.package(try await server.createPackage(params, kind: kind))) }
+            return .now(.text(try await server.createDocument(params)))
+        },
         RequestEntry(ReadDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.readDocument(params)) },
         RequestEntry(EditDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.editDocument(params)) },
         RequestEntry(UndoRequest.self) { server, params, _ throws(ResponseError) in
-            .now(try await server.undoOrRedo(params.handle, version: params.version, undo: true))
+            if server.isPackage(params.handle) { return .now(.package(try await server.packageStep(params.handle, version: params.version, undo: true))) }
+            return .now(.text(try await server.undoOrRedo(params.handle, version: params.version, undo: true)))
         },
         RequestEntry(RedoRequest.self) { server, params, _ throws(ResponseError) in
-            .now(try await server.undoOrRedo(params.handle, version: params.version, undo: false))
+            if server.isPackage(params.handle) { return .now(.package(try await server.packageStep(params.handle, version: params.version, undo: false))) }
+            return .now(.text(try await server.undoOrRedo(params.handle, version: params.version, undo: false)))
         },
-        RequestEntry(DocumentStateRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.documentState(params)) },
-        RequestEntry(CloseDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.closeDocument(params, context) },
-        RequestEntry(SaveDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.saveDocument(params, context) },
-        RequestEntry(RevertDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.revertDocument(params, context) },
+        RequestEntry(DocumentStateRequest.self) { server, params, _ throws(ResponseError) in
+            if server.isPackage(params.handle) { return .now(.package(try await server.packageState(params.handle))) }
+            return .now(.text(try await server.documentState(params)))
+        },
+        RequestEntry(CloseDocumentRequest.self) { server, params, context throws(ResponseError) in
+            if server.isPackage(params.handle) { return .now(try await server.closePackage(params)) }
+            return try await server.closeDocument(params, context)
+        },
+        RequestEntry(SaveDocumentRequest.self) { server, params, context throws(ResponseError) in
+            if server.isPackage(params.handle) {
+                switch try await server.savePackage(params) {
+                case .now(let result): return .now(.package(result))
+                case .later(let work): return .later { await work().map { .package($0) } }
+                }
+            }
+            return try await server.saveDocument(params, context).asText()
+        },
+        RequestEntry(RevertDocumentRequest.self) { server, params, context throws(ResponseError) in
+            if server.isPackage(params.handle) { return .now(.package(try await server.revertPackage(params.handle))) }
+            return try await server.revertDocument(params, context).asText()
+        },
         RequestEntry(ResolveConflictRequest.self) { server, params, context throws(ResponseError) in
-            .now(try await server.resolveConflict(params, context))
+            if server.isPackage(params.handle) { return .now(.package(try await server.resolvePackageConflict(params))) }
+            return .now(.text(try await server.resolveConflict(params, context)))
         },
-        RequestEntry(ListVersionsRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.listVersions(params)) },
+        RequestEntry(ListVersionsRequest.self) { server, params, _ throws(ResponseError) in
+            if server.isPackage(params.handle) {
+                return .now(.package(PackageVersionsResult(versions: try await server.packageState(params.handle).document.conflictVersions)))
+            }
+            return .now(.text(try await server.listVersions(params)))
+        },
         RequestEntry(ReadVersionRequest.self) { server, params, context in server.readVersion(params, context) },
         RequestEntry(RestoreVersionRequest.self) { server, params, context throws(ResponseError) in
             .now(try await server.restoreVersion(params, context))
@@ -197,6 +250,11 @@ public actor Server: MessageHandler {
         RequestEntry(SnapshotSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.snapshotSession(params)) },
         RequestEntry(RestoreSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.restoreSession(params)) },
         RequestEntry(DiscardSnapshotRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.discardSnapshot(params)) },
+        RequestEntry(ReadEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.readEntry(params)) },
+        RequestEntry(WriteEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.writeEntry(params)) },
+        RequestEntry(DeleteEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.deleteEntry(params)) },
+        RequestEntry(ExecuteStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.executeStore(params)) },
+        RequestEntry(QueryStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.queryStore(params)) },
         RequestEntry(ExecuteCommandRequest.self) { server, params, context throws(ResponseError) in try await server.executeCommand(params, context) },
     ]
 

@@ -138,8 +138,12 @@ struct Demo: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a scripted session against a fresh server and print the traffic.")
 
+    @Flag(name: .long, help: "A managed document instead: a SQLite store in a package, undo, a refused statement, the save.")
+    var managed = false
+
     func run() throws {
-        let status = try Client.Demo(output: { print($0) }).run(executable: CurrentExecutable.path, arguments: ["serve"])
+        let status = try Client.Demo(output: { print($0) }, script: managed ? .managed : .text)
+            .run(executable: CurrentExecutable.path, arguments: ["serve"])
         if status != 0 { throw ExitCode(status) }
     }
 }

@@ -160,6 +160,19 @@ struct ProcessHygieneTests {
         }
     }
 
+    @Test("docsession demo --managed runs a managed document's session: migration, writes, undo, refusals, the save")
+    func managedDemo() throws {
+        let run = try RawRun.run(["demo", "--managed"])
+        #expect(run.status == 0, "stdout: \(run.stdoutText) stderr: \(run.stderr)")
+        #expect(run.stdoutText.contains("server exited with status 0"), "\(run.stdoutText)")
+        for shown in [#""kind":"managed""#, #""rows":[[1,"bread",1],[2,"café au lait ☕",0]]"#, #""store":true"#,
+                      #""codeName":"SQLITE_CONSTRAINT_UNIQUE""#, #""code":-32030"#, #""method":"exchange""#,
+                      "  StoreContent/AdditionalContent/notes.md\n", "  StoreContent/persistentStore\n"] {
+            #expect(run.stdoutText.contains(shown), "the managed demo should show \(shown)")
+        }
+        #expect(!run.stdoutText.contains("persistentStore-wal"), "no -wal file is published")
+    }
+
     // MARK: - Tracing
 
     /// Takes the next message, which must be a `$/logTrace`; answers its params.

@@ -318,6 +318,52 @@ SESSIONS: dict[str, dict[str, Any]] = {
             ("req", "workspace/recoverable", None),
         ] + ENDED,
     },
+    # Package and managed documents (protocol/README.md §13): entries written, read, deleted, undone,
+    # redone and saved; a managed store migrated, written, queried, undone and saved; the refusals
+    # (-32028 entries, -32029 SQLite, -32030 the authorizer, -32031 the wrong kind).
+    "packages": {
+        "fixtures": {"notes.txt": NOTES},
+        "steps": STARTED + [
+            ("req", "document/create", {"uri": uri("notes.textbundle"), "kind": "package"}),
+            ("req", "document/writeEntry", {"document": "p1", "path": "text.md", "text": "# Notes\n", "version": 1}),
+            ("req", "document/writeEntry", {"document": "p1", "path": "assets/pixel.png", "base64": "iVBORw0KGgo=", "label": "Add the image"}),
+            ("req", "document/readEntry", {"document": "p1", "path": "text.md"}),
+            ("req", "document/readEntry", {"document": "p1", "path": "assets/pixel.png", "as": "base64"}),
+            ("req", "document/readEntry", {"document": "p1", "path": "assets/pixel.png", "as": "text"}),  # -32014
+            ("req", "document/readEntry", {"document": "p1", "path": "missing.md"}),  # -32028
+            ("req", "document/writeEntry", {"document": "p1", "path": "text.md/inner", "text": "x"}),  # -32028
+            ("req", "document/writeEntry", {"document": "p1", "path": "../escape.md", "text": "x"}),  # -32602
+            ("req", "document/deleteEntry", {"document": "p1", "path": "text.md", "version": 3}),
+            ("req", "document/undo", {"document": "p1"}),
+            ("req", "document/redo", {"document": "p1", "version": 4}),
+            ("req", "document/undo", {"document": "p1", "version": 5}),
+            ("req", "document/state", {"document": "p1"}),
+            ("req", "document/save", {"document": "p1"}),
+            ("req", "document/save", {"document": "p1", "to": uri("copy.textbundle")}),  # -32602
+            ("req", "document/revert", {"document": "p1"}),
+            ("req", "document/open", {"uri": uri("notes.txt"), "includeText": False}),
+            ("req", "document/readEntry", {"document": "d1", "path": "text.md"}),  # -32031
+            ("req", "store/query", {"document": "p1", "sql": "SELECT 1"}),  # -32031
+            ("req", "document/create", {"uri": uri("library.docpackage"), "kind": "managed", "storeOptions": {"migrations": [
+                "CREATE TABLE notes(id INTEGER PRIMARY KEY, title TEXT NOT NULL UNIQUE, body TEXT, data BLOB)"]}}),
+            ("req", "store/execute", {"document": "p2", "sql": "INSERT INTO notes(title, body, data) VALUES (?, ?, ?)",
+                                      "params": ["one", "First", {"base64": "AAE="}], "version": 1, "label": "Add a note"}),
+            ("req", "store/execute", {"document": "p2", "sql": "UPDATE notes SET body = :body WHERE id = 1", "params": {"body": "Changed"}}),
+            ("req", "store/query", {"document": "p2", "sql": "SELECT id, title, body, data FROM notes ORDER BY id"}),
+            ("req", "document/undo", {"document": "p2"}),
+            ("req", "store/query", {"document": "p2", "sql": "SELECT body FROM notes WHERE id = ?", "params": [1]}),
+            ("req", "store/execute", {"document": "p2", "sql": "INSERT INTO notes(title) VALUES ('two'); INSERT INTO notes(title) VALUES ('one')"}),  # -32029
+            ("req", "store/execute", {"document": "p2", "sql": "ATTACH DATABASE 'other.db' AS other"}),  # -32030
+            ("req", "store/query", {"document": "p2", "sql": "DELETE FROM notes"}),  # -32030
+            ("req", "document/writeEntry", {"document": "p2", "path": "StoreContent/AdditionalContent/cover.txt", "text": "cover\n"}),
+            ("req", "document/save", {"document": "p2"}),
+            ("req", "document/close", {"document": "p2"}),
+            ("req", "document/open", {"uri": uri("library.docpackage"), "storeOptions": {"migrations": [
+                "CREATE TABLE notes(id INTEGER PRIMARY KEY, title TEXT NOT NULL UNIQUE, body TEXT, data BLOB)",
+                "ALTER TABLE notes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0"]}}),
+            ("req", "document/close", {"document": "p1", "save": "never"}),
+        ] + ENDED,
+    },
 }
 
 

@@ -90,6 +90,8 @@ CLIENT_TO_SERVER = {
     "workspace/query", "workspace/stopQuery", "document/recover", "document/discardRecovery",
     "workspace/recoverable", "document/setClientState", "session/snapshot", "session/restore",
     "session/discardSnapshot",
+    # Package and managed documents (README §13).
+    "document/readEntry", "document/writeEntry", "document/deleteEntry", "store/execute", "store/query",
     # The LSP mode (README §12).
     "textDocument/didOpen", "textDocument/didChange", "textDocument/willSave", "textDocument/didSave",
     "textDocument/didClose", "workspace/executeCommand",
@@ -130,6 +132,11 @@ PARAMS_TYPES = {
     "document/rename": "RenameDocumentParams",
     "workspace/import": "ImportParams",
     "workspace/export": "ExportParams",
+    "document/readEntry": "ReadEntryParams",
+    "document/writeEntry": "WriteEntryParams",
+    "document/deleteEntry": "DeleteEntryParams",
+    "store/execute": "ExecuteStoreParams",
+    "store/query": "QueryStoreParams",
     "document/stateChanged": "StateChangedParams",
     "document/didChange": "DidChangeParams",
     "document/didMove": "DidMoveParams",

@@ -27,6 +27,7 @@ Positions are LSP's ``(line, character)``, with ``character`` counted in the enc
 
 from __future__ import annotations
 
+import base64
 import collections
 import json
 import os
@@ -78,6 +79,10 @@ UNKNOWN_QUERY = -32024
 NO_RECOVERY = -32025
 NO_SNAPSHOT = -32026
 HANDOFF_UNAVAILABLE = -32027
+ENTRY_ERROR = -32028
+STORE_ERROR = -32029
+STATEMENT_REFUSED = -32030
+WRONG_KIND = -32031
 REQUEST_CANCELLED = -32800
 CONTENT_MODIFIED = -32801
 
@@ -638,6 +643,44 @@ class Client:
                             hook=self._adopt)
         return self._adopt(info)
 
+    def open_package(self, path: Union[str, os.PathLike], *, kind: Optional[str] = None,
+                     migrations: Sequence[str] = (), read_only: bool = False,
+                     timeout: float = 60.0) -> "PackageDocument":
+        """``document/open`` of a directory that is one document: a `PackageDocument`, or a
+        `ManagedDocument` for a managed one (``kind`` ``"package"`` or ``"managed"``; without it
+        the server goes by the extension, ``.textbundle`` and the like, or the managed layout).
+        ``migrations`` and ``read_only`` are a managed document's ``storeOptions``."""
+        params: dict = {"uri": _to_uri(path)}
+        if kind is not None:
+            params["kind"] = kind
+        if migrations or read_only:
+            params["kind"] = "managed"
+            params["storeOptions"] = {"migrations": list(migrations), "readOnly": read_only}
+        return self._adopt(self.request("document/open", params, timeout, hook=self._adopt))
+
+    def create_package(self, path: Union[str, os.PathLike], *, timeout: float = 30.0) -> "PackageDocument":
+        """``document/create`` with ``kind: "package"``: a new, empty package directory."""
+        info = self.request("document/create", {"uri": _to_uri(path), "kind": "package"}, timeout,
+                            hook=self._adopt)
+        return self._adopt(info)
+
+    def create_managed(self, path: Union[str, os.PathLike], migrations: Sequence[str] = (), *,
+                       read_only: bool = False, timeout: float = 60.0) -> "ManagedDocument":
+        """``document/create`` with ``kind: "managed"``: a new package holding an empty SQLite
+        store with ``migrations`` applied (UIManagedDocument's layout), published at once."""
+        info = self.request("document/create", {
+            "uri": _to_uri(path), "kind": "managed",
+            "storeOptions": {"migrations": list(migrations), "readOnly": read_only}}, timeout, hook=self._adopt)
+        return self._adopt(info)
+
+    def open_managed(self, path: Union[str, os.PathLike], migrations: Sequence[str] = (), *,
+                     read_only: bool = False, timeout: float = 60.0) -> "ManagedDocument":
+        """``document/open`` with ``kind: "managed"``: the migrations beyond the store's
+        ``PRAGMA user_version`` run, each in its own transaction."""
+        params = {"uri": _to_uri(path), "kind": "managed",
+                  "storeOptions": {"migrations": list(migrations), "readOnly": read_only}}
+        return self._adopt(self.request("document/open", params, timeout, hook=self._adopt))
+
     def document(self, handle: str) -> Optional["Document"]:
         """The open `Document` with this handle, if any."""
         with self._lock:
@@ -748,7 +791,8 @@ class Client:
         with self._lock:
             doc = self._documents.get(info["document"])
             if doc is None:
-                doc = Document(self, info)
+                kind = info.get("kind", "text")
+                doc = (ManagedDocument if kind == "managed" else PackageDocument if kind == "package" else Document)(self, info)
                 self._documents[doc.handle] = doc
             return doc
 
@@ -1030,3 +1074,187 @@ class Document:
     def set_client_state(self, state: Any, timeout: float = 10.0) -> None:
         """`Client.set_client_state` of this document."""
         self.client.set_client_state(self, state, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- packages
+
+def _sql_value(value: Any) -> Any:
+    """A Python value as an SQL param: bytes go as ``{"base64": ...}``."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    return value
+
+
+def _python_value(value: Any) -> Any:
+    """An SQL value from a row: ``{"base64": ...}`` becomes bytes."""
+    if isinstance(value, dict) and set(value) == {"base64"}:
+        return base64.b64decode(value["base64"])
+    return value
+
+
+class PackageDocument:
+    """A directory that is one document (README §13): entries read and changed one by one, each
+    change one undoable step and one version, saved together by `save` (a staged tree swapped in
+    whole). Attributes: ``handle``, ``uri``, ``kind``, ``version``, ``flags``,
+    ``has_unsaved_changes``, ``entries`` (``[{path, kind, size}]``, as last reported), ``info``,
+    ``closed``, ``changes`` (the ``document/didChange`` params of reloads, oldest first).
+    Requests carry the local version, so they can be pipelined; the answers update it."""
+
+    def __init__(self, client: Client, info: dict) -> None:
+        self.client = client
+        self.handle: str = info["document"]
+        self.uri: str = info["uri"]
+        self.kind: str = info.get("kind", "package")
+        self.version: int = info["version"]
+        self.flags: list[str] = list(info.get("state", []))
+        self.has_unsaved_changes: bool = info.get("hasUnsavedChanges", False)
+        self.entries: list[dict] = list(info.get("entries", []))
+        self.info: dict = info
+        self.closed = False
+        self.changes: list[dict] = []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.handle} {self.uri} v{self.version}>"
+
+    @property
+    def path(self) -> str:
+        return uri_to_path(self.uri)
+
+    def _on_notification(self, note: Notification) -> None:
+        p = note.params
+        if note.method == "document/didChange":
+            self.version = p["version"]
+            self.changes.append(p)
+        elif note.method == "document/stateChanged":
+            self.flags = list(p.get("state", []))
+            self.has_unsaved_changes = p.get("hasUnsavedChanges", self.has_unsaved_changes)
+            if p.get("reason") == "closed":
+                self._forget()
+
+    def _forget(self) -> None:
+        self.closed = True
+        self.client._documents.pop(self.handle, None)
+
+    def _versioned(self, method: str, params: dict, timeout: float) -> dict:
+        def hook(result: dict) -> None:
+            self.version = result["version"]
+
+        return self.client.request(method, {"document": self.handle, **params, "version": self.version},
+                                   timeout, hook=hook)
+
+    def _take_info(self, info: dict) -> None:
+        self.info = info
+        self.version = info["version"]
+        self.flags = list(info.get("state", []))
+        self.has_unsaved_changes = info.get("hasUnsavedChanges", False)
+        self.entries = list(info.get("entries", []))
+
+    def read_entry(self, path: str, timeout: float = 30.0) -> bytes:
+        """``document/readEntry``: the entry's bytes (the unsaved ones when it was written)."""
+        result = self.client.request("document/readEntry", {"document": self.handle, "path": path, "as": "base64"}, timeout)
+        return base64.b64decode(result["base64"])
+
+    def read_text(self, path: str, timeout: float = 30.0) -> str:
+        """``document/readEntry`` as text (``RpcError`` NOT_TEXT when it is not UTF-8)."""
+        return self.client.request("document/readEntry", {"document": self.handle, "path": path, "as": "text"}, timeout)["text"]
+
+    def write_entry(self, path: str, content: Union[str, bytes], *, label: Optional[str] = None,
+                    timeout: float = 30.0) -> int:
+        """``document/writeEntry``: text (as UTF-8) or bytes; one undoable step. Returns the version."""
+        params: dict = {"path": path}
+        if isinstance(content, str):
+            params["text"] = content
+        else:
+            params["base64"] = base64.b64encode(bytes(content)).decode("ascii")
+        if label is not None:
+            params["label"] = label
+        return self._versioned("document/writeEntry", params, timeout)["version"]
+
+    def delete_entry(self, path: str, *, label: Optional[str] = None, timeout: float = 30.0) -> int:
+        """``document/deleteEntry``: a file, a symbolic link or an empty directory."""
+        params: dict = {"path": path}
+        if label is not None:
+            params["label"] = label
+        return self._versioned("document/deleteEntry", params, timeout)["version"]
+
+    def undo(self, timeout: float = 30.0) -> dict:
+        """``document/undo``: ``{version, entries, store}``."""
+        return self._versioned("document/undo", {}, timeout)
+
+    def redo(self, timeout: float = 30.0) -> dict:
+        """``document/redo``: ``{version, entries, store}``."""
+        return self._versioned("document/redo", {}, timeout)
+
+    def state(self, timeout: float = 10.0) -> dict:
+        """``document/state``: the package's info now (entries, flags, undo)."""
+        info = self.client.request("document/state", {"document": self.handle}, timeout)
+        self._take_info(info)
+        return info
+
+    def save(self, force: bool = False, *, timeout: float = 120.0) -> dict:
+        """``document/save``: ``{version, uri, durable, method, entries}``."""
+        params: dict = {"document": self.handle}
+        if force:
+            params["force"] = True
+        return self.client.request("document/save", params, timeout)
+
+    def revert(self, timeout: float = 60.0) -> dict:
+        """``document/revert``: the package as it is on disk; the history is dropped."""
+        info = self.client.request("document/revert", {"document": self.handle}, timeout)
+        self._take_info(info)
+        return info
+
+    def resolve_conflict(self, resolution: str, *, timeout: float = 60.0) -> dict:
+        """``document/resolveConflict`` with ``mine`` or ``theirs``."""
+        info = self._versioned("document/resolveConflict", {"resolution": resolution}, timeout)
+        self._take_info(info)
+        return info
+
+    def close(self, save: str = "ifChanged", timeout: float = 120.0) -> bool:
+        """``document/close``; True if it saved first."""
+        def hook(result: dict) -> None:
+            self._forget()
+
+        return self.client.request("document/close", {"document": self.handle, "save": save},
+                                   timeout, hook=hook)["saved"]
+
+
+class ManagedDocument(PackageDocument):
+    """A managed document (UIManagedDocument's role): a package holding a SQLite store, changed
+    by `execute` (one transaction per call, one undoable step) and read by `query`; `save`
+    publishes the store and the additional content together. ``store`` is ``{userVersion,
+    migrated: {from, to}, readOnly}``."""
+
+    def __init__(self, client: Client, info: dict) -> None:
+        super().__init__(client, info)
+        self.store: dict = info.get("store", {})
+
+    def execute(self, sql: str, params: Union[Sequence[Any], Mapping[str, Any], None] = None, *,
+                label: Optional[str] = None, timeout: float = 60.0) -> dict:
+        """``store/execute``: ``{version, changes, lastInsertRowid, undoable}``. ``params``: a
+        sequence (``?``) or a mapping (``:name``); bytes go as blobs. Raises `RpcError`
+        ``STORE_ERROR`` (SQLite's code and message in ``data``) or ``STATEMENT_REFUSED``."""
+        payload: dict = {"sql": sql}
+        if isinstance(params, Mapping):
+            payload["params"] = {name: _sql_value(value) for name, value in params.items()}
+        elif params is not None:
+            payload["params"] = [_sql_value(value) for value in params]
+        if label is not None:
+            payload["label"] = label
+        return self._versioned("store/execute", payload, timeout)
+
+    def query(self, sql: str, params: Union[Sequence[Any], Mapping[str, Any], None] = None, *,
+              timeout: float = 60.0) -> list[tuple]:
+        """``store/query``: the rows as tuples (blobs as bytes). `columns` holds the last names."""
+        payload: dict = {"document": self.handle, "sql": sql}
+        if isinstance(params, Mapping):
+            payload["params"] = {name: _sql_value(value) for name, value in params.items()}
+        elif params is not None:
+            payload["params"] = [_sql_value(value) for value in params]
+        result = self.client.request("store/query", payload, timeout)
+        self.columns: list[str] = result["columns"]
+        return [tuple(_python_value(value) for value in row) for row in result["rows"]]
+
+    def _take_info(self, info: dict) -> None:
+        super()._take_info(info)
+        self.store = info.get("store", self.store)

@@ -6,8 +6,16 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/// renameat2(2); `flags` 1 is RENAME_NOREPLACE. Sets errno (ENOSYS or EINVAL where unsupported).
+/// renameat2(2); `flags` 1 is RENAME_NOREPLACE, 2 is RENAME_EXCHANGE (both names must exist; they
+/// are swapped in one step, directories included: the package save's swap). Sets errno (ENOSYS or
+/// EINVAL where the kernel or the file system does not support the flag).
 int cfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+
+/// ioctl(dst, FICLONE, src) (FICLONE is 0x40049409; Swift cannot call the variadic ioctl): makes
+/// `dst` share `src`'s blocks, copy on write (a reflink), where the file system can (Btrfs, XFS
+/// with reflink, bcachefs). Returns 0, or -1 with errno: EOPNOTSUPP, ENOTTY or EINVAL where the file
+/// system cannot, EXDEV across file systems.
+int cfs_ficlone(int dst, int src);
 
 /// The extended-attribute calls of <sys/xattr.h>, on paths without following a final symlink.
 ssize_t cfs_llistxattr(const char *path, char *list, size_t size);

@@ -721,3 +721,53 @@ def test_hot_exit_keeps_the_journals_unless_told_not_to(start, tmp_path: Path) -
         assert c2.close() == 0
     assert list((state / "journal").glob("*.journal")) == []
     assert f.read_text() == "saved\n"
+
+
+# ------------------------------------------------------------------ packages and managed documents
+
+def test_a_package_document_writes_reads_undoes_and_saves(start, tmp_path: Path) -> None:
+    from docsession_client import ENTRY_ERROR, PackageDocument
+    c = start()
+    bundle = tmp_path / "notes.textbundle"
+    bundle.mkdir()
+    (bundle / "text.md").write_text("# Notes\n")
+    package = c.open_package(bundle)
+    assert isinstance(package, PackageDocument) and package.kind == "package"
+    assert [e["path"] for e in package.entries] == ["text.md"]
+    assert package.read_text("text.md") == "# Notes\n"
+    assert package.write_entry("text.md", "# Changed\n") == 2
+    assert package.write_entry("assets/a.bin", b"\x00\xff") == 3
+    assert package.read_entry("assets/a.bin") == b"\x00\xff"
+    assert package.undo()["entries"] == [{"path": "assets/a.bin", "change": "deleted"}]
+    with pytest.raises(RpcError) as refused:
+        package.read_entry("assets/a.bin")
+    assert refused.value.code == ENTRY_ERROR
+    assert package.save()["method"] == "exchange"
+    assert (bundle / "text.md").read_text() == "# Changed\n" and not (bundle / "assets").exists()
+    assert package.state()["hasUnsavedChanges"] is False and package.version == 4
+
+
+def test_a_managed_document_executes_queries_undoes_and_saves(start, tmp_path: Path) -> None:
+    import sqlite3
+    from docsession_client import STATEMENT_REFUSED, STORE_ERROR, ManagedDocument
+    c = start()
+    path = tmp_path / "library.docpackage"
+    db = c.create_managed(path, ["CREATE TABLE books(id INTEGER PRIMARY KEY, title TEXT UNIQUE, cover BLOB)"])
+    assert isinstance(db, ManagedDocument) and db.store["userVersion"] == 1
+    assert db.execute("INSERT INTO books(title, cover) VALUES (?, ?)", ["Dune", b"\x89PNG"])["lastInsertRowid"] == 1
+    db.execute("INSERT INTO books(title) VALUES (:title)", {"title": "Emma"})
+    assert db.query("SELECT title, cover FROM books ORDER BY id") == [("Dune", b"\x89PNG"), ("Emma", None)]
+    assert db.columns == ["title", "cover"]
+    assert db.undo()["store"] is True
+    assert db.query("SELECT count(*) FROM books") == [(1,)]
+    with pytest.raises(RpcError) as failed:
+        db.execute("INSERT INTO books(title) VALUES ('Dune')")
+    assert failed.value.code == STORE_ERROR and failed.value.data["codeName"] == "SQLITE_CONSTRAINT_UNIQUE"
+    with pytest.raises(RpcError) as refused:
+        db.execute(f"ATTACH '{tmp_path / 'x.db'}' AS x")
+    assert refused.value.code == STATEMENT_REFUSED
+    db.save()
+    with sqlite3.connect(path / "StoreContent" / "persistentStore") as published:
+        assert published.execute("SELECT title FROM books").fetchall() == [("Dune",)]
+    assert sorted(p.name for p in (path / "StoreContent").iterdir()) == ["persistentStore"]
+    assert db.close() is False

@@ -1,0 +1,239 @@
+import FileStore
+import SystemCalls
+
+// Saving, reverting, resolving and closing packages (PackageStore.swift).
+
+extension PackageStore {
+    /// What a package save did.
+    public struct PackageSaveOutcome: Sendable {
+        public var version: Int64
+        public var path: String
+        public var result: PackageSaveResult
+    }
+
+    /// Waits for the save in progress of `handle`, if any (the managed store is not touched while a
+    /// save publishes it; saves run one at a time).
+    func waitForSave(_ handle: String) async throws(DocumentError) {
+        while let running = saving[handle] {
+            await running.value
+        }
+        _ = try document(handle)
+    }
+
+    /// `document/save` of a package: builds the new tree beside it and swaps it in (``PackageSave``).
+    /// Refused when another program changed the package since it was read or saved (unless
+    /// `force`), or while the document is in conflict (unless `force`). Entries written during the
+    /// save stay unsaved.
+    public func save(_ handle: String, force: Bool) async throws(DocumentError) -> PackageSaveOutcome {
+        try await waitForSave(handle)
+        let document = try document(handle)
+        let path = document.path
+        let expected = document.signature
+        let deleted = document.deletedOnDisk
+        if document.state.contains(.inConflict) && !force {
+            throw .packageChangedOnDisk(path: path, expected: expected.etag, found: document.theirSignature?.etag ?? expected.etag)
+        }
+        // What the save writes: every entry as the session holds it now.
+        let snapshot = document.entries
+        let position = document.position
+        var writes: [PackageEntryWrite] = snapshot.keys.sorted().map { path in
+            switch snapshot[path]! {
+            case .onDisk: return PackageEntryWrite(path: path, source: .unchanged)
+            case .bytes(let bytes): return PackageEntryWrite(path: path, source: .bytes(bytes))
+            }
+        }
+        writes += document.emptyDirectories.sorted().map { PackageEntryWrite(path: $0, source: .directory) }
+        if let database = databases[handle] {
+            writes.append(PackageEntryWrite(path: DatabaseLayout.storePath, source: .produce({ (destination) throws(FileSystemError) in
+                try database.publish(to: destination)
+            })))
+        }
+        let exchangeUnsupported = exchangeUnsupported
+        let (done, finished) = AsyncStream.makeStream(of: Void.self)
+        saving[handle] = Task { for await _ in done {} }
+        defer {
+            finished.finish()
+            saving[handle] = nil
+            // A change seen while the save ran is looked at now (against the tree it recorded).
+            if checkAgain.remove(handle) != nil { Task { await self.check(handle) } }
+        }
+        let kind = document.kind
+        // The history's steps refer to the disk's content of entries the save replaces or removes:
+        // that content is read into memory first, so an undo past the save still finds it.
+        var materialize: Set<String> = []
+        for step in document.steps {
+            guard case .entry(let entryPath, let before, let after) = step.change else { continue }
+            let onDisk = { (content: EntryContent?) -> Bool in if case .onDisk(.file, _, _)? = content { return true } else { return false } }
+            if (onDisk(before) || onDisk(after)), !onDisk(snapshot[entryPath]) { materialize.insert(entryPath) }
+        }
+        let toRead = materialize
+        let allWrites = writes
+        let result = await runOnOwnThread { () -> Result<(PackageSaveResult, DiskTree, [String: [UInt8]]), DocumentError> in
+            do throws(FileSystemError) {
+                var kept: [String: [UInt8]] = [:]
+                for entryPath in toRead.sorted() {
+                    kept[entryPath] = try EntryReading.read(packagePath: path, relativePath: entryPath, limit: Self.maximumEntrySize)
+                }
+                // Another program's change since the last read or save is not overwritten unasked.
+                if !force && !deleted {
+                    let now = try? PackageSave.signature(of: path)
+                    if now != expected { return .failure(.packageChangedOnDisk(path: path, expected: expected.etag, found: now?.etag)) }
+                }
+                let saved = try PackageSave.save(
+                    packageAt: path, entries: allWrites, exchangeUnsupported: exchangeUnsupported, removeOldTree: false)
+                return .success((saved, try Self.listTree(path, kind: kind), kept))
+            } catch {
+                return .failure(.fileSystem(error))
+            }
+        }
+        guard var document = documents[handle] else { throw .unknownDocument(handle) }
+        let previous = document.state
+        switch result {
+        case .failure(let error):
+            if case .packageChangedOnDisk = error {
+                document.state.insert(.inConflict)
+                documents[handle] = document
+                emit(document, previous: previous, reason: .externalChange, error: error)
+            } else {
+                document.state.insert(.savingError)
+                documents[handle] = document
+                emit(document, previous: previous, reason: .saveFailed, error: error)
+            }
+            throw error
+        case .success(let (saved, tree, kept)):
+            document.signature = tree.signature
+            for index in document.steps.indices {
+                guard case .entry(let entryPath, let before, let after) = document.steps[index].change, let bytes = kept[entryPath] else { continue }
+                let keep = { (content: EntryContent?) -> EntryContent? in
+                    if case .onDisk(.file, _, _)? = content { return .bytes(bytes) } else { return content }
+                }
+                document.steps[index].change = .entry(path: entryPath, before: keep(before), after: keep(after))
+            }
+            document.theirSignature = nil
+            document.deletedOnDisk = false
+            // Entries still as the save wrote them are on disk now; later writes stay unsaved.
+            for (entryPath, content) in snapshot where document.entries[entryPath] == content {
+                if let onDisk = tree.entries[entryPath] { document.entries[entryPath] = onDisk }
+            }
+            // The history's entries that held those bytes now match the disk too: a later undo
+            // back to them is a change like any other, so nothing else moves.
+            document.cleanPosition = position
+            document.state.remove([.inConflict, .savingError])
+            documents[handle] = document
+            emit(document, previous: previous, reason: .saved)
+            // After the answer: the old tree's removal (the new tree is in place and flushed), and
+            // a watch of the new tree, then a look at what may have changed since it was listed.
+            if let left = saved.oldTree {
+                Task.detached { await runOnOwnThread(niceness: 10) { try? PackageSave.removeLeftover(left) } }
+            }
+            Task { self.restartWatching(handle); await self.check(handle) }
+            var answered = saved
+            answered.oldTree = nil
+            return PackageSaveOutcome(version: document.version, path: path, result: answered)
+        }
+    }
+
+    /// `document/revert` of a package: drops the unsaved changes and the history, takes the
+    /// package as it is on disk (and its store), one new version.
+    public func revert(_ handle: String) async throws(DocumentError) -> PackageDocument {
+        try await waitForSave(handle)
+        let document = try document(handle)
+        try await takeDisk(handle, reason: .reverted, tree: Self.readTree(document.path, kind: document.kind, recover: false))
+        return try self.document(handle)
+    }
+
+    /// Makes the document hold the disk's tree (a reload, a revert, `theirs`): entries and store
+    /// from disk, the history dropped, the version raised, `document/didChange` with what changed.
+    func takeDisk(_ handle: String, reason: DocumentEvent.Reason, tree: DiskTree) async throws(DocumentError) {
+        guard var document = documents[handle] else { throw .unknownDocument(handle) }
+        var changes: [EntryChange] = []
+        for (path, content) in tree.entries where document.entries[path] != content {
+            changes.append(EntryChange(path: path, change: .written))
+        }
+        for path in document.entries.keys where tree.entries[path] == nil {
+            changes.append(EntryChange(path: path, change: .deleted))
+        }
+        changes.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        var storeChanged = false
+        if let database = databases[handle] {
+            try await reloadDatabase(database, packagePath: document.path)
+            storeChanged = true
+            document.storeSummary = database.summary
+        }
+        let previous = document.state
+        let wasDirty = document.hasUnsavedChanges
+        document.entries = tree.entries
+        document.emptyDirectories = tree.emptyDirectories
+        document.signature = tree.signature
+        document.theirSignature = nil
+        document.deletedOnDisk = false
+        document.steps = []
+        document.position = 0
+        document.cleanPosition = 0
+        document.state.remove([.inConflict, .savingError])
+        document.version += 1
+        documents[handle] = document
+        // Another program's change reaches the clients as document/didChange; a revert or a
+        // resolution is answered with the document's info instead.
+        if reason == .reloaded { emit(document, previous: previous, reason: reason, kind: .entriesChanged(entries: changes, store: storeChanged)) }
+        if wasDirty || previous != document.state { emit(document, previous: previous, reason: reason) }
+    }
+
+    /// `document/resolveConflict` of a package: `mine` keeps the session's entries (the next save
+    /// replaces the disk's tree without `force`); `theirs` takes the disk's tree, as a revert.
+    public func resolveConflict(_ handle: String, takeTheirs: Bool, version: Int64?) async throws(DocumentError) -> PackageDocument {
+        try await waitForSave(handle)
+        var document = try document(handle)
+        try checkVersion(document, version)
+        guard document.state.contains(.inConflict) else { throw .notInConflict(handle: handle) }
+        if takeTheirs {
+            try await takeDisk(handle, reason: .conflictResolved, tree: Self.readTree(document.path, kind: document.kind, recover: false))
+            return try self.document(handle)
+        }
+        let previous = document.state
+        if let theirs = document.theirSignature { document.signature = theirs }
+        document.theirSignature = nil
+        document.state.remove(.inConflict)
+        documents[handle] = document
+        emit(document, previous: previous, reason: .conflictResolved)
+        return document
+    }
+
+    /// `document/close` of a package: saves first when there are unsaved changes (unless
+    /// `discard`); a failed save keeps it open. Answers whether it saved.
+    public func close(_ handle: String, discard: Bool) async throws(DocumentError) -> Bool {
+        try await waitForSave(handle)
+        var document = try document(handle)
+        var saved = false
+        if document.hasUnsavedChanges && !discard {
+            _ = try await save(handle, force: false)
+            saved = true
+            document = try self.document(handle)
+        }
+        stopWatching(handle)
+        if let database = databases.removeValue(forKey: handle) { database.close() }
+        documents[handle] = nil
+        handleByPath[document.path] = nil
+        let previous = document.state
+        document.state = [.closed]
+        emit(document, previous: previous, reason: .closed)
+        return saved
+    }
+
+    /// Closes every document without saving (the server's shutdown): the managed stores' working
+    /// copies and their directory are removed. Answers the paths that had unsaved changes.
+    @discardableResult
+    public func closeAll() async -> [String] {
+        // Saves in progress end first (their stores are published from the working copies).
+        while let running = saving.values.first { await running.value }
+        let unsaved = documents.values.filter(\.hasUnsavedChanges).map(\.path).sorted()
+        for handle in Array(documents.keys) {
+            stopWatching(handle)
+            databases.removeValue(forKey: handle)?.close()
+        }
+        documents = [:]
+        handleByPath = [:]
+        workingDirectory?.remove()
+        return unsaved
+    }
+}

@@ -1,0 +1,203 @@
+import DocumentSession
+import FileStore
+import JSON
+import JSONRPC
+import ManagedStore
+import UTF8Validation
+
+// Package and managed documents (issue 18; protocol/README.md §13): the methods of their own
+// (`document/readEntry`, `writeEntry`, `deleteEntry`, `store/execute`, `store/query`) and the
+// document methods they share with text documents (`open`, `create`, `state`, `undo`, `redo`,
+// `save`, `revert`, `close`, `resolveConflict`), which go to the ``PackageStore`` for its handles.
+
+/// A result that is one of two kinds: a text document's, or a package's.
+enum EitherResult<Text: RequestResult, Package: RequestResult>: RequestResult {
+    case text(Text)
+    case package(Package)
+
+    var json: JSONValue {
+        switch self {
+        case .text(let result): return result.json
+        case .package(let result): return result.json
+        }
+    }
+}
+
+extension Answer {
+    /// The same answer, its result wrapped as a text document's.
+    func asText<Package: RequestResult>() -> Answer<EitherResult<Result, Package>> {
+        switch self {
+        case .now(let result): return .now(.text(result))
+        case .later(let work): return .later { await work().map { .text($0) } }
+        }
+    }
+}
+
+extension Server {
+    /// Whether `handle` names a package document (open or not: the wording of errors says so).
+    nonisolated func isPackage(_ handle: String) -> Bool { PackageStore.isPackageHandle(handle) }
+
+    /// Runs a package store call, its errors worded as every document error is.
+    func packageCall<T>(_ body: () async throws(DocumentError) -> T) async throws(ResponseError) -> T {
+        do throws(DocumentError) {
+            return try await body()
+        } catch {
+            throw Self.responseError(error, id: .null)
+        }
+    }
+
+    /// The kind `document/open` opens `path` as: the one asked for, else a package for a
+    /// directory with a package's extension or a managed store; nil for a text document.
+    func packageKind(of path: String, asked: String?) -> PackageKind? {
+        switch asked {
+        case "package": return .package
+        case "managed": return .managed
+        case "text": return nil
+        default:
+            guard PackageStore.isDirectory(path) else { return nil }
+            return PackageStore.impliedKind(ofDirectory: path)
+        }
+    }
+
+    /// `document/open` of a package or managed document.
+    func openPackage(_ params: OpenDocumentRequest, kind: PackageKind) async throws(ResponseError) -> PackageInfo {
+        let target = try await checkPath(params.path, field: "params.uri", mustExist: true)
+        defer { withExtendedLifetime(target) {} }
+        guard PackageStore.isDirectory(target.path) else {
+            throw .invalidParams(field: "params.kind", "\"\(kind.rawValue)\" opens a directory, and \(target.path) is not one")
+        }
+        let (document, recovered) = try await packageCall { () throws(DocumentError) in
+            try await packages.open(path: target.path, kind: kind, storeOptions: params.storeOptions ?? StoreOptions())
+        }
+        return PackageInfo(document: document, recovered: recovered)
+    }
+
+    /// `document/create` of a package or managed document.
+    func createPackage(_ params: CreateDocumentRequest, kind: PackageKind) async throws(ResponseError) -> PackageInfo {
+        guard case .file(let path) = params.location else {
+            throw .invalidParams(field: "params.directory", "a \(kind.rawValue) document is created at a uri, not by a naming rule")
+        }
+        let target = try await creationPath(path, field: "params.uri")
+        defer { withExtendedLifetime(target) {} }
+        let document = try await packageCall { () throws(DocumentError) in
+            try await packages.create(path: target.path, kind: kind, storeOptions: params.storeOptions ?? StoreOptions())
+        }
+        return PackageInfo(document: document)
+    }
+
+    func readEntry(_ params: ReadEntryRequest) async throws(ResponseError) -> ReadEntryResult {
+        try requirePackage(params.handle, "read entries")
+        let read = try await packageCall { () throws(DocumentError) in try await packages.readEntry(params.handle, path: params.path) }
+        var text: String? = nil
+        if params.form != "base64" {
+            let valid = read.bytes.withUnsafeBufferPointer { UTF8Validation.isValid($0) }
+            if valid {
+                text = String(decoding: read.bytes, as: UTF8.self)
+            } else if params.form == "text" {
+                let offset = read.bytes.withUnsafeBufferPointer { UTF8Validation.wellFormedPrefix($0) }
+                throw ResponseError(
+                    .notText, "\(params.path) is not UTF-8 text: byte \(offset); read it with as: \"base64\"",
+                    data: ["path": .string(params.path), "offset": .integer(Int64(offset)), "encoding": "utf-8"])
+            }
+        }
+        return ReadEntryResult(handle: params.handle, read: read, text: text)
+    }
+
+    func writeEntry(_ params: WriteEntryRequest) async throws(ResponseError) -> VersionResult {
+        try requirePackage(params.handle, "write entries")
+        return VersionResult(version: try await packageCall { () throws(DocumentError) in
+            try await packages.writeEntry(params.handle, path: params.path, bytes: params.bytes, version: params.version, label: params.label)
+        })
+    }
+
+    func deleteEntry(_ params: DeleteEntryRequest) async throws(ResponseError) -> VersionResult {
+        try requirePackage(params.handle, "delete entries")
+        return VersionResult(version: try await packageCall { () throws(DocumentError) in
+            try await packages.deleteEntry(params.handle, path: params.path, version: params.version, label: params.label)
+        })
+    }
+
+    func executeStore(_ params: ExecuteStoreRequest) async throws(ResponseError) -> ExecuteStoreResult {
+        try requirePackage(params.handle, "run SQL")
+        let (version, result) = try await packageCall { () throws(DocumentError) in
+            try await packages.execute(params.handle, sql: params.sql, params: params.params, version: params.version, label: params.label)
+        }
+        return ExecuteStoreResult(version: version, result: result)
+    }
+
+    func queryStore(_ params: QueryStoreRequest) async throws(ResponseError) -> QueryStoreResult {
+        try requirePackage(params.handle, "run SQL")
+        return QueryStoreResult(result: try await packageCall { () throws(DocumentError) in
+            try await packages.query(params.handle, sql: params.sql, params: params.params)
+        })
+    }
+
+    /// A package method on a text document's handle is -32031 (the store would say "unknown").
+    func requirePackage(_ handle: String, _ operation: String) throws(ResponseError) {
+        if !isPackage(handle) && handle.hasPrefix("d") && handle.dropFirst().allSatisfy(\.isNumber) {
+            throw Self.responseError(.wrongKind(handle: handle, kind: "text", operation: operation), id: .null)
+        }
+    }
+
+    func packageStep(_ handle: String, version: Int64?, undo: Bool) async throws(ResponseError) -> PackageStepResult {
+        PackageStepResult(step: try await packageCall { () throws(DocumentError) in
+            undo ? try await packages.undo(handle, version: version) : try await packages.redo(handle, version: version)
+        })
+    }
+
+    func packageState(_ handle: String) async throws(ResponseError) -> PackageInfo {
+        PackageInfo(document: try await packageCall { () throws(DocumentError) in try await packages.info(handle) })
+    }
+
+    /// `document/save` of a package: in request order for the document (a later write stays
+    /// unsaved), answered when the new tree is in place.
+    func savePackage(_ params: SaveDocumentRequest) async throws(ResponseError) -> Answer<PackageSaveAnswer> {
+        if params.newPath != nil {
+            throw .invalidParams(field: "params.to", "saving a package as another package is not supported yet: save it in place")
+        }
+        let packages = packages
+        let handle = params.handle
+        let force = params.force
+        _ = try await packageCall { () throws(DocumentError) in try await packages.info(handle) }
+        return .later {
+            do throws(DocumentError) {
+                return .success(PackageSaveAnswer(outcome: try await packages.save(handle, force: force)))
+            } catch {
+                return .failure(Self.responseError(error, id: .null))
+            }
+        }
+    }
+
+    func revertPackage(_ handle: String) async throws(ResponseError) -> PackageInfo {
+        PackageInfo(document: try await packageCall { () throws(DocumentError) in try await packages.revert(handle) })
+    }
+
+    func closePackage(_ params: CloseDocumentRequest) async throws(ResponseError) -> CloseDocumentResult {
+        CloseDocumentResult(saved: try await packageCall { () throws(DocumentError) in
+            try await packages.close(params.handle, discard: params.policy == .never)
+        })
+    }
+
+    func resolvePackageConflict(_ params: ResolveConflictRequest) async throws(ResponseError) -> PackageInfo {
+        let takeTheirs: Bool
+        switch params.resolution {
+        case .mine: takeTheirs = false
+        case .theirs: takeTheirs = true
+        case .merge:
+            throw .invalidParams(field: "params.resolution", "a package is resolved with \"mine\" or \"theirs\" (its entries are not merged line by line)")
+        }
+        return PackageInfo(document: try await packageCall { () throws(DocumentError) in
+            try await packages.resolveConflict(params.handle, takeTheirs: takeTheirs, version: params.version)
+        })
+    }
+
+    /// The params of `document/didChange` for a package's reload.
+    static func didChangeEntries(_ event: DocumentEvent, entries: [EntryChange], store: Bool) -> JSONValue {
+        [
+            "document": .string(event.handle), "uri": .string(FileURI.uri(from: event.path)),
+            "version": .integer(event.version), "reason": "external",
+            "entries": .array(entries.map { ["path": .string($0.path), "change": .string($0.change.rawValue)] }),
+            "store": .bool(store),
+        ]
+    }
+}
