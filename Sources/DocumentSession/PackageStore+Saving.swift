@@ -124,7 +124,9 @@ extension PackageStore {
             // After the answer: the old tree's removal (the new tree is in place and flushed), and
             // a watch of the new tree, then a look at what may have changed since it was listed.
             if let left = saved.oldTree {
-                Task.detached { await runOnOwnThread(niceness: 10) { try? PackageSave.removeLeftover(left) } }
+                let removal = Task.detached { _ = await runOnOwnThread { try? PackageSave.removeLeftover(left) } }
+                leftoverRemovals.append(removal)
+                Task { await removal.value; self.leftoverRemovals.removeAll { $0 == removal } }
             }
             Task { self.restartWatching(handle); await self.check(handle) }
             var answered = saved
@@ -224,8 +226,10 @@ extension PackageStore {
     /// copies and their directory are removed. Answers the paths that had unsaved changes.
     @discardableResult
     public func closeAll() async -> [String] {
-        // Saves in progress end first (their stores are published from the working copies).
+        // Saves in progress end first (their stores are published from the working copies), and
+        // the old trees they left are removed.
         while let running = saving.values.first { await running.value }
+        for removal in leftoverRemovals { await removal.value }
         let unsaved = documents.values.filter(\.hasUnsavedChanges).map(\.path).sorted()
         for handle in Array(documents.keys) {
             stopWatching(handle)

@@ -25,6 +25,8 @@ public actor PackageStore {
     var saving: [String: Task<Void, Never>] = [:]
     /// The watch of each package's tree.
     var watches: [String: DirectoryWatch] = [:]
+    /// The removals of old trees that saves left beside their packages (after their answers).
+    var leftoverRemovals: [Task<Void, Never>] = []
     /// Checks of the tree asked for while one ran or a save was in progress.
     var checkAgain: Set<String> = []
     var checking: Set<String> = []
