@@ -107,11 +107,22 @@ extension PackageStore {
     /// Opens the store of the package at `packagePath` (nil: a new, empty store) in a working copy
     /// of this server's, applying the client's migrations.
     func openDatabase(packagePath: String?, options: StoreOptions) async throws(DocumentError) -> DatabaseHandle {
-        guard let workingDirectory else {
-            throw .fileSystem(FileSystemError(
-                errno: ENOENT, syscall: "mkdtemp", path: packagePath ?? "",
-                reason: workingDirectoryUnavailable ?? "no working directory for managed stores"))
+        if workingDirectory == nil {
+            let stateDirectory = stateDirectory
+            let made = await runOnOwnThread { () -> Result<ManagedWorkingDirectory, FileSystemError> in
+                do throws(FileSystemError) {
+                    return .success(try ManagedWorkingDirectory.open(stateDirectory: stateDirectory))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            switch made {
+            // Another open may have made one meanwhile: the first stays, this one goes.
+            case .success(let directory): if workingDirectory == nil { workingDirectory = directory } else { directory.remove() }
+            case .failure(let error): throw .fileSystem(error)
+            }
         }
+        let workingDirectory = self.workingDirectory!  // made above
         let workingPath = workingDirectory.path + "/store-\(nextWorkingCopy).sqlite"
         nextWorkingCopy += 1
         let published = packagePath.map { $0 + "/" + DatabaseLayout.storePath }

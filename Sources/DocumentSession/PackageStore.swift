@@ -33,8 +33,10 @@ public actor PackageStore {
     let events: @Sendable (DocumentEvent) -> Void
     let watchFiles: Bool
     /// Where managed stores keep their private working copies (issue 18.2).
-    let workingDirectory: ManagedWorkingDirectory?
-    let workingDirectoryUnavailable: String?
+    /// Made at the first managed document (a server that opens none makes nothing on disk), under
+    /// the state directory (nil: `$TMPDIR`).
+    var workingDirectory: ManagedWorkingDirectory? = nil
+    let stateDirectory: String?
     /// The managed stores of the open managed documents (PackageStore+Managed.swift).
     var databases: [String: DatabaseHandle] = [:]
     /// Test hook: behave as if the file system refused `RENAME_EXCHANGE` (the two-rename fallback).
@@ -52,13 +54,12 @@ public actor PackageStore {
     }
 
     public init(
-        events: @escaping @Sendable (DocumentEvent) -> Void, watchFiles: Bool = true, workingDirectory: ManagedWorkingDirectory?,
-        workingDirectoryUnavailable: String? = nil, executor: LoopExecutor = .shared
+        events: @escaping @Sendable (DocumentEvent) -> Void, watchFiles: Bool = true, stateDirectory: String?,
+        executor: LoopExecutor = .shared
     ) {
         self.events = events
         self.watchFiles = watchFiles
-        self.workingDirectory = workingDirectory
-        self.workingDirectoryUnavailable = workingDirectory == nil ? (workingDirectoryUnavailable ?? "no working directory") : nil
+        self.stateDirectory = stateDirectory
         self.executor = executor
     }
 

@@ -5,7 +5,8 @@ import SystemPackage
     import Glibc
 #endif
 
-/// A server's private directory for the working copies of managed documents' stores (issue 18.2):
+/// A server's private directory for the working copies of managed documents' stores (issue 18.2),
+/// made when its first managed document is opened:
 /// `<state dir>/managed/server-XXXXXX/` (or `$TMPDIR/docsession-managed-XXXXXX/` without a state
 /// directory), mode 0700, flat (files only). The server holds an `flock` on its `lock` file for its
 /// whole life, so a directory whose lock can be taken is a dead server's: opening sweeps those
@@ -35,6 +36,7 @@ public final class ManagedWorkingDirectory: Sendable {
             let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
             parent = temporary.isEmpty ? "/tmp" : temporary
             prefix = "docsession-managed-"
+            sweep(parent, prefix: prefix)
         }
         do throws(SystemCallError) {
             let path = try makeTemporaryDirectory(prefix: parent + "/" + prefix)

@@ -148,14 +148,6 @@ public actor Server: MessageHandler {
             }
         }, watchFiles: configuration.watchFiles, versions: versions, versionsUnavailableReason: versions == nil ? unavailable : nil,
            journal: journal, journalUnavailableReason: journal == nil ? journalUnavailable : nil)
-        var working: ManagedWorkingDirectory? = nil
-        var workingUnavailable = "no working directory"
-        do throws(FileSystemError) {
-            working = try ManagedWorkingDirectory.open(stateDirectory: configuration.stateDirectory)
-        } catch {
-            workingUnavailable = "the managed stores' working directory cannot be made: \(error.message)"
-            logger.warning("managed documents cannot be opened: \(error.message)")
-        }
         packages = PackageStore(events: { event in
             switch event.kind {
             case .entriesChanged(let entries, let store):
@@ -163,7 +155,7 @@ public actor Server: MessageHandler {
             default:
                 writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
             }
-        }, watchFiles: configuration.watchFiles, workingDirectory: working, workingDirectoryUnavailable: workingUnavailable,
+        }, watchFiles: configuration.watchFiles, stateDirectory: configuration.stateDirectory,
            executor: store.executor)
         if let directory = configuration.stateDirectory {
             do throws(FileSystemError) {

@@ -245,3 +245,35 @@ def test_a_read_only_store_answers_queries_and_refuses_writes(sandbox):
     assert error["code"] == STATEMENT_REFUSED and error["data"]["kind"] == "readOnly", error
     assert rows(server, handle, "SELECT title FROM notes") == [["kept"]]
     assert server.call("document/state", {"document": handle})["version"] == 1
+
+
+def test_working_copies_are_made_only_for_managed_documents_and_a_dead_servers_are_swept(sandbox):
+    # The working copies go under <state dir>/managed/server-XXXXXX/: nothing for a server that
+    # opens no managed document; a killed server's directory is swept by the next one that opens one.
+    state = sandbox.root / "state"
+    arguments = ("serve", "--no-journal", "--state-dir", str(state))
+    working = state / "managed"
+    text = sandbox.docs / "plain.txt"
+    text.write_text("text\n")
+    plain = sandbox.start(args=arguments)
+    plain.open(text)
+    assert not working.exists(), "a server with no managed document makes no working directory"
+    plain.shutdown()
+
+    package = sandbox.docs / "library.docpackage"
+    killed = sandbox.start(args=arguments)
+    handle = create(killed, package)["document"]
+    killed.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES ('unsaved')"})
+    (left,) = list(working.iterdir())
+    assert left.name.startswith("server-") and "lock" in os.listdir(left), os.listdir(left)
+    os.kill(killed.pid, signal.SIGKILL)
+    assert killed.wait_exit() == -signal.SIGKILL
+    assert left.exists()
+
+    second = sandbox.start(args=arguments)
+    info = second.call("document/open", {"uri": uri(package), "kind": "managed"})
+    assert rows(second, info["document"], "SELECT title FROM notes") == [], "unsaved changes of a managed document die with its server"
+    (own,) = list(working.iterdir())
+    assert own != left, "the dead server's directory was swept"
+    second.shutdown()
+    assert list(working.iterdir()) == []
