@@ -34,7 +34,7 @@ public enum EntryReading {
     /// a symbolic link as the last component; the path was checked by ``pathProblem(_:)`` to hold no
     /// `..`, so only a link in an intermediate directory of the package could be followed there.
     public static func read(packagePath: String, relativePath: String, limit: Int) throws(FileSystemError) -> [UInt8] {
-        let fullPath = packagePath.hasSuffix("/") ? packagePath + relativePath : packagePath + "/" + relativePath
+        let fullPath = PackageSave.join(packagePath, relativePath)
         if let problem = pathProblem(relativePath) {
             throw FileSystemError(errno: EINVAL, syscall: "openat2", path: fullPath, reason: "the entry path is \(problem)")
         }

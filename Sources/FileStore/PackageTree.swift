@@ -183,8 +183,8 @@ extension PackageSave {
     /// Whether `path` is a relative path a package may hold: not empty, no leading "/", no empty,
     /// "." or ".." component.
     static func isValidRelativePath(_ path: String) -> Bool {
-        guard !path.isEmpty, !path.hasPrefix("/") else { return false }
-        return path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." }
+        // The one rule for entry paths, which the server checks first (EntryReading.pathProblem).
+        EntryReading.pathProblem(path) == nil
     }
 
     static func join(_ directory: String, _ relative: String) -> String {
