@@ -391,10 +391,10 @@ extension DocumentStore {
 
     /// Forgets a document and reports it closed. Its undo history is kept for its file
     /// (`persistUndo`) unless `keepingUndo` is false (the file was deleted).
-    func remove(_ handle: String, keepingUndo: Bool = true) {
+    func remove(_ handle: String, keepingUndo: Bool = true, releasingJournal: Bool = false) {
         guard let closing = documents.removeValue(forKey: handle) else { return }
         if keepingUndo { keepUndo(closing) }
-        journalClosed(handle)
+        journalClosed(handle, releasing: releasingJournal)
         stopPresenting(handle)
         autosaveDue[handle] = nil
         autosaveTimers.removeValue(forKey: handle)?.task.cancel()
@@ -471,9 +471,10 @@ extension DocumentStore {
         _ handle: String, reason: DocumentEvent.Reason, error: DocumentError? = nil, autosave: Bool = false,
         always: Bool = false, journal journalChange: JournalChange? = nil, _ body: (inout Document) -> Void
     ) {
-        guard let (state, wasUnsaved) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges) }) else { return }
+        guard let (state, wasUnsaved, version) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges, $0.version) }) else { return }
         body(&documents[handle]!)
         reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason, error: error, autosave: autosave, always: always)
+        if textObserver != nil, documents[handle]?.version != version { observeText(handle) }
         journalNote(handle, journalChange, wasUnsaved: wasUnsaved)
     }
 

@@ -59,6 +59,11 @@ public actor DocumentStore {
     var journalRetry: [String: ContinuousClock.Instant] = [:]
     /// The change an edit, undo or redo hands to `modify` for the journal.
     var pendingJournalChange: JournalChange? = nil
+    /// Told of every change of a document's version, after it (``setTextObserver(_:)``); nil (the
+    /// one-client server) costs one check per change.
+    var textObserver: TextObserver? = nil
+    /// What an edit, undo or redo did to the text, for `textObserver` (set only when there is one).
+    var pendingTextSteps: [AppliedEdit]? = nil
     /// The writes of kept undo histories (`persistUndo`, PersistedUndo.swift); nil: not kept.
     var undoWrites: UndoWriteQueue? = nil
     /// The documents whose text an editor owns (LSP's text synchronisation, DocumentStore+Mirroring.swift):
@@ -445,6 +450,7 @@ public actor DocumentStore {
             // per request it sends, as LSP's clients do, without comparing texts. Only a step that
             // changes the text enters the undo history (and so `hasUnsavedChanges`, and autosave).
             document.version += 1
+            if textObserver != nil { pendingTextSteps = applied }
             if applied.contains(where: { !$0.isNoOp }) {
                 document.history.record(applied, label: label, merge: merge)
                 textChanged = true
@@ -477,10 +483,11 @@ public actor DocumentStore {
         try modify(handle, reason: reason) { (document, textChanged) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) in
             try Self.checkEditable(document, version: version ?? document.version)
             // What the step does to the text, in UTF-8 offsets, for the journal.
-            let changes = journal == nil ? [] : op == .undo ? document.history.editsForUndo() : document.history.editsForRedo()
+            let changes = journal == nil && textObserver == nil ? [] : op == .undo ? document.history.editsForUndo() : document.history.editsForRedo()
             guard let edits = body(&document) else { return (document.version, []) }
             document.version += 1
             textChanged = true
+            if textObserver != nil { pendingTextSteps = changes }
             if journal != nil { pendingJournalChange = JournalChange(history: op, label: nil, edits: changes) }
             return (document.version, edits)
         }
@@ -506,14 +513,19 @@ public actor DocumentStore {
         var wasUnsaved = false
         var changed = false
         var reported = false
+        var version: Int64 = 0
+        var versionChanged = false
         let result = try documents.mutate(handle) { (document) throws(DocumentError) -> T in
             state = document.state
             wasUnsaved = document.hasUnsavedChanges
+            version = document.version
             let result = try body(&document, &changed)
             reported = document.state != state || document.hasUnsavedChanges != wasUnsaved
+            versionChanged = document.version != version
             return result
         }
         if reported { reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason) }
+        if versionChanged, textObserver != nil { observeText(handle) }
         if changed { scheduleAutosave(handle) }
         if journal != nil {
             let change = pendingJournalChange

@@ -123,6 +123,7 @@ extension Server {
                     throw Self.responseError(error, id: .null, field: "uri")
                 }
                 let handle = document.handle
+                _ = await holdOpened(document)
                 if let placed, !openBefore.contains(handle), await store.recoveryOfferName(handle) == placed {
                     do throws(DocumentError) {
                         let (version, edits, inConflict) = try await store.recover(handle, encoding: positionEncoding)
