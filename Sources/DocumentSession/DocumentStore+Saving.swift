@@ -110,7 +110,7 @@ extension DocumentStore {
         let request = SafeSave.Request(
             path: newPath ?? document.path, expected: newPath == nil ? document.identity : nil,
             force: force, createOnly: newPath != nil && !force, directoryGuard: directoryGuard,
-            expectedHash: expectedHash)
+            expectedHash: expectedHash, locks: fileLocks)
         let snapshot = text.snapshot
         let (encoding, byteOrderMark) = (text.encoding, text.byteOrderMark)
         let total = Self.encodedSize(snapshot, encoding: encoding, byteOrderMark: byteOrderMark)

@@ -1,3 +1,4 @@
+import FileStore
 import TextBuffer
 
 /// A change of an open document's version, as the daemon's hub hears of it to pass it on to every
@@ -54,6 +55,12 @@ extension DocumentStore {
 }
 
 extension DocumentStore {
+    /// Every save takes its file's lock across processes under `locks` from now on (``FileLocks``;
+    /// nil: only the directory's).
+    public func setFileLocks(_ locks: FileLocks?) {
+        fileLocks = locks
+    }
+
     /// When documents save by themselves now.
     public var autosavePolicy: AutosavePolicy { autosave }
 }

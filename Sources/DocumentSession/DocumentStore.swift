@@ -62,6 +62,8 @@ public actor DocumentStore {
     /// Told of every change of a document's version, after it (``setTextObserver(_:)``); nil (the
     /// one-client server) costs one check per change.
     var textObserver: TextObserver? = nil
+    /// The locks per file across processes every save takes (``setFileLocks(_:)``).
+    var fileLocks: FileLocks? = nil
     /// What an edit, undo or redo did to the text, for `textObserver` (set only when there is one).
     var pendingTextSteps: [AppliedEdit]? = nil
     /// The writes of kept undo histories (`persistUndo`, PersistedUndo.swift); nil: not kept.

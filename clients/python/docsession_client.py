@@ -263,20 +263,23 @@ class Client:
     """A connection to one ``docsession`` process over its stdin and stdout.
 
     ``args`` are passed after ``--stdio`` (``["--state-dir", DIR]``, ``["--no-watch"]``, ...).
+    ``command``, when given, is the whole command line instead: ``["docsession", "connect"]`` shares
+    documents with every other client of the user's daemon (README §14), whose edits then arrive as
+    ``document/didChange`` and are applied to the ``Document``s like any other.
     ``on_notification`` is called for every notification, on a dispatch thread of its own (it may
     send requests). Notifications are also kept for `wait_for_notification`; ``on_stderr`` gets
     the server's stderr in chunks (by default the last 64 KiB are kept in `stderr_tail`).
     ``on_message("-->" | "<--", message)`` sees every message sent and received (a wire log).
     """
 
-    def __init__(self, args: Sequence[str] = (), *, binary: Optional[str] = None,
+    def __init__(self, args: Sequence[str] = (), *, binary: Optional[str] = None, command: Optional[Sequence[str]] = None,
                  on_notification: Optional[NotificationCallback] = None,
                  on_stderr: Optional[Callable[[bytes], None]] = None,
                  on_message: Optional[Callable[[str, dict], None]] = None,
                  env: Optional[Mapping[str, str]] = None, keep_notifications: int = 10000) -> None:
         self.binary = binary or default_binary()
         self.process = subprocess.Popen(
-            [self.binary, "--stdio", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            list(command) if command is not None else [self.binary, "--stdio", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=dict(env) if env is not None else None)
         self.position_encoding = "utf-16"
         self.capabilities: dict = {}

@@ -52,6 +52,7 @@ int cfs_open_path_only(const char *path);
 #include "cfs_transfer.h"
 #include "cfs_crc32c.h"
 #include "cfs_process.h"
+#include "cfs_locks.h"
 
 /// Unless GLIBC_TUNABLES already names `glibc.malloc.tcache_count`, re-executes this program
 /// (/proc/self/exe, the same argv) with that tunable set to `count` put before GLIBC_TUNABLES' own, so
