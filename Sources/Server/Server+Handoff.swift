@@ -40,7 +40,9 @@ extension Server {
         await forgetClosedClientStates()
         var entries: [SnapshotEntry] = []
         var copies: [(name: String, bytes: [UInt8])] = []
-        for handle in await store.handles {
+        // A daemon's client snapshots the documents it holds, not every client's.
+        let held = membership.map { $0.hub.held($0.id) }
+        for handle in await store.handles where held?.contains(handle) ?? true {
             do throws(DocumentError) {
                 let document = try await store.document(handle)
                 var entry = SnapshotEntry(
