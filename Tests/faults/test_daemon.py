@@ -19,14 +19,16 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from faultkit import BIN, NOBODY, wait_until
-from rpc_client import RpcClient
+from rpc_client import FrameReader, RpcClient, encode, frame
 
 DEADLINE = 60.0
 ALREADY_RUNNING = 75
@@ -114,8 +116,8 @@ class Runtime:
         self.processes.append(process)
         return process
 
-    def run(self, *args: str, stdin: bytes = b"", timeout: float = DEADLINE) -> subprocess.CompletedProcess:
-        return subprocess.run([BIN, *args], input=stdin, capture_output=True, timeout=timeout)
+    def run(self, *args: str, stdin: bytes = b"", cwd: Path | None = None, timeout: float = DEADLINE) -> subprocess.CompletedProcess:
+        return subprocess.run([BIN, *args], input=stdin, capture_output=True, cwd=cwd, timeout=timeout)
 
     def close(self) -> None:
         for client in self.clients:
@@ -406,3 +408,83 @@ def test_sigterm_removes_the_socket(runtime: Runtime) -> None:
     assert not socket_path.exists()
     # The bridge ends with the daemon's end.
     client.wait(timeout=DEADLINE)
+
+
+class FakeDaemon:
+    """A socket in a runtime directory answering as the daemon will once `workspace/coordinate` is
+    in: what `coordinate` sends, in order, and what it does with what it gets (a notification and a
+    request of the daemon's among the answers)."""
+
+    def __init__(self, directory: Path, marker: Path) -> None:
+        directory.mkdir(mode=0o700)
+        self.marker = marker
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(str(directory / "daemon.sock"))
+        self.listener.listen()
+        self.received: list[dict] = []
+        self.marker_at: dict[str, bool] = {}
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        connection, _ = self.listener.accept()
+        reader = FrameReader()
+
+        def send(message: dict) -> None:
+            connection.sendall(frame(encode({"jsonrpc": "2.0", **message})))
+
+        with connection:
+            while True:
+                data = connection.recv(65536)
+                if not data:
+                    return
+                for item in reader.feed(data):
+                    message = item.message
+                    self.received.append(message)
+                    method = message.get("method")
+                    if method:
+                        self.marker_at[method] = self.marker.exists()
+                    if method == "initialize":
+                        send({"method": "window/logMessage", "params": {"type": 3, "message": "hello"}})
+                        send({"id": message["id"], "result": {"capabilities": {}}})
+                    elif method == "workspace/coordinate":
+                        send({"id": "s1", "method": "window/showMessageRequest", "params": {"type": 3, "message": "?"}})
+                        send({"id": message["id"], "result": {"lease": "lease-1", "documents": []}})
+                    elif method in ("workspace/endCoordination", "shutdown"):
+                        send({"id": message["id"], "result": None})
+                    elif method == "exit":
+                        return
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_coordinate_under_a_lease_speaks_the_protocol(runtime: Runtime) -> None:
+    directory = runtime.directory()
+    marker = runtime.tmp_path / "ran"
+    daemon = FakeDaemon(directory, marker)
+    source = runtime.tmp_path / "my file.txt"
+    source.write_text("x\n")
+    destination = runtime.tmp_path / "dir" / "é.txt"
+    # Relative paths, made absolute against the working directory.
+    done = runtime.run("coordinate", "--move", "dir/é.txt", "./my file.txt", "--runtime-dir", str(directory), "--",
+                       "sh", "-c", f"touch '{marker}'; echo out; exit 4", cwd=runtime.tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert done.stdout == b"out\n"
+    assert done.stderr == b""
+    daemon.thread.join(timeout=DEADLINE)
+    daemon.close()
+    methods = [message.get("method") for message in daemon.received]
+    assert methods == ["initialize", "initialized", "workspace/coordinate", None, "workspace/endCoordination", "shutdown", "exit"]
+    initialize, _, coordinate, answer, end, _, _ = daemon.received
+    assert initialize["params"]["clientInfo"] == {"name": "docsession coordinate"}
+    assert isinstance(initialize["params"]["processId"], int)
+    quoted = urllib.parse.quote
+    assert coordinate["params"] == {"uri": "file://" + quoted(str(source)), "intent": "move",
+                                    "destination": "file://" + quoted(str(destination))}
+    # The daemon's request is answered (nothing is offered); its notification ignored.
+    assert answer["id"] == "s1" and answer["error"]["code"] == -32601
+    assert end["params"] == {"lease": "lease-1"}
+    # The command ran under the lease: after it was granted, before it ended.
+    assert daemon.marker_at["workspace/coordinate"] is False
+    assert daemon.marker_at["workspace/endCoordination"] is True
