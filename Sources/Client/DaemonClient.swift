@@ -36,23 +36,30 @@ public enum DaemonConnection {
 
     /// A connection to the daemon at `socketPath`, starting one when none listens there:
     /// `executable` with `arguments` (`daemon --runtime-dir ...`), detached (a session of its own,
-    /// /dev/null for its standard descriptors), then `connect` again every 20 ms until it listens.
-    /// A started daemon that exits with status 75 lost the race to another starting at the same
-    /// moment: the retries go on, to the winner. Any other early exit, or no daemon listening
-    /// within `timeout` seconds, is a failure.
+    /// stdin on /dev/null, stdout and stderr on `output` or /dev/null), then `connect` again every
+    /// 20 ms until it listens. A started daemon that exits with status 75 found another one holding
+    /// the lock (one starting at the same moment, or one ending): the retries go on, and while
+    /// nobody listens a daemon is started again, at most every half second. Any other early exit,
+    /// or no daemon listening within `timeout` seconds, is a failure.
     public static func connectStarting(
-        socketPath: String, executable: String, arguments: [String], timeout: Double
+        socketPath: String, executable: String, arguments: [String], output: FileDescriptor? = nil, timeout: Double
     ) throws(Failure) -> Descriptor {
         if let connection = try connect(socketPath: socketPath) { return connection }
-        var child: Int32?
-        do {
-            child = try spawnProcess(executable, arguments: arguments, detached: true)
-        } catch {
-            throw Failure("cannot start the daemon: \(error)")
-        }
-        let started = child!
         let deadline = ContinuousClock.now + .milliseconds(Int64(timeout * 1000))
+        var child: Int32? = nil
+        var started: [Int32] = []
+        var lastStart = ContinuousClock.now
         while true {
+            if child == nil && (started.isEmpty || ContinuousClock.now - lastStart >= .milliseconds(500)) {
+                do {
+                    let pid = try spawnProcess(executable, arguments: arguments, detached: true, output: output)
+                    child = pid
+                    started.append(pid)
+                    lastStart = .now
+                } catch {
+                    throw Failure("cannot start the daemon: \(error)")
+                }
+            }
             if let connection = try connect(socketPath: socketPath) { return connection }
             if let pid = child, let end = try? waitForProcess(pid, blocking: false) {
                 child = nil
@@ -68,7 +75,8 @@ public enum DaemonConnection {
                 }
             }
             if ContinuousClock.now >= deadline {
-                throw Failure("no daemon was listening on \(socketPath) \(timeout) s after starting one (pid \(started))")
+                let pids = started.map(String.init).joined(separator: ", ")
+                throw Failure("no daemon was listening on \(socketPath) \(timeout) s after starting one (pid \(pids))")
             }
             usleep(20_000)
         }

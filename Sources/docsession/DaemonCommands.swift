@@ -353,9 +353,17 @@ struct Connect: ParsableCommand {
                     fail("no daemon is listening on \(directory.socketPath) (and --no-start)")
                 }
             }
+            // With --log-file, the daemon's stdout and stderr go there too (a crash's last words);
+            // this process's descriptor of it is left to its exit.
+            let output = server.logFile.flatMap { path in
+                (try? Descriptor.open(
+                    CurrentDirectory.absolute(path), .writeOnly, options: [.create, .append],
+                    permissions: FilePermissions(rawValue: 0o644)))?.take()
+            }.map(FileDescriptor.init(rawValue:))
             return try DaemonConnection.connectStarting(
                 socketPath: directory.socketPath, executable: CurrentExecutable.path,
-                arguments: ["daemon", "--runtime-dir", directory.path] + server.arguments, timeout: startTimeout)
+                arguments: ["daemon", "--runtime-dir", directory.path] + server.arguments, output: output,
+                timeout: startTimeout)
         } catch {
             fail("\(error)")
         }
@@ -477,10 +485,17 @@ struct Coordinate: ParsableCommand {
             lease = granted
         }
         let status = runCommand()
-        if case .error(let code, let message, let data) = try client.request("workspace/endCoordination", .object(["lease": .string(lease)])) {
-            report("ending the lease", code, message, data)
+        // The command has run: whatever fails from here is said, and its status is still the answer.
+        do throws(DaemonConnection.Failure) {
+            if case .error(let code, let message, let data) = try client.request(
+                "workspace/endCoordination", .object(["lease": .string(lease)]))
+            {
+                report("ending the lease", code, message, data)
+            }
+            close(client)
+        } catch {
+            StandardError.write("docsession coordinate: ending the lease: \(error)")
         }
-        close(client)
         return status
     }
 

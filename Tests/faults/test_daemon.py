@@ -201,13 +201,19 @@ def test_no_start_without_a_daemon(runtime: Runtime) -> None:
 
 def test_three_connects_at_once_share_one_daemon(runtime: Runtime) -> None:
     directory = runtime.directory()
-    clients = [runtime.connect(directory) for _ in range(3)]
+    log = runtime.tmp_path / "daemon.log"
+    clients = [runtime.connect(directory, "--log-file", str(log), "--log-level", "info") for _ in range(3)]
     for client in clients:
         result = client.initialize({"processId": os.getpid()})
         assert "capabilities" in result
-    wait_until(lambda: len(daemons_on(directory)) == 1, timeout=DEADLINE, what="the losing daemons to exit")
     pid = lock_pid(directory)
-    assert daemons_on(directory) == [pid]
+    wait_until(lambda: daemons_on(directory) == [pid], timeout=DEADLINE, what="the losing daemons to exit")
+    # One daemon served all three: it alone logged (the losers exit before logging anything).
+    text = log.read_text()
+    assert text.count("daemon started") == 1, text
+    assert text.count(f"daemon started: pid {pid},") == 1, text
+    for number in (1, 2, 3):
+        assert f"connection {number} from process" in text, text
     for client in clients:
         client.call("shutdown")
         client.notify("exit")
@@ -417,9 +423,10 @@ class FakeDaemon:
     in: what `coordinate` sends, in order, and what it does with what it gets (a notification and a
     request of the daemon's among the answers)."""
 
-    def __init__(self, directory: Path, marker: Path) -> None:
+    def __init__(self, directory: Path, marker: Path, vanish_at: str | None = None) -> None:
         directory.mkdir(mode=0o700)
         self.marker = marker
+        self.vanish_at = vanish_at
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(directory / "daemon.sock"))
         self.listener.listen()
@@ -446,6 +453,8 @@ class FakeDaemon:
                     method = message.get("method")
                     if method:
                         self.marker_at[method] = self.marker.exists()
+                    if method is not None and method == self.vanish_at:
+                        return
                     if method == "initialize":
                         send({"method": "window/logMessage", "params": {"type": 3, "message": "hello"}})
                         send({"id": message["id"], "result": {"capabilities": {}}})
@@ -490,3 +499,31 @@ def test_coordinate_under_a_lease_speaks_the_protocol(runtime: Runtime) -> None:
     # The command ran under the lease: after it was granted, before it ended.
     assert daemon.marker_at["workspace/coordinate"] is False
     assert daemon.marker_at["workspace/endCoordination"] is True
+
+
+def test_coordinate_keeps_the_commands_status_when_the_daemon_vanishes(runtime: Runtime) -> None:
+    directory = runtime.directory()
+    marker = runtime.tmp_path / "ran"
+    daemon = FakeDaemon(directory, marker, vanish_at="workspace/endCoordination")
+    target = runtime.tmp_path / "file.txt"
+    done = runtime.run("coordinate", "--write", str(target), "--runtime-dir", str(directory), "--",
+                       "sh", "-c", f"touch '{marker}'; exit 6")
+    daemon.thread.join(timeout=DEADLINE)
+    daemon.close()
+    assert done.returncode == 6
+    assert marker.exists()
+    assert done.stderr.decode().startswith("docsession coordinate: ending the lease: the daemon closed the connection")
+
+
+def test_connect_passes_the_log_file_on(runtime: Runtime) -> None:
+    directory = runtime.directory()
+    log = runtime.tmp_path / "daemon.log"
+    client = runtime.connect(directory, "--log-file", str(log), "--log-level", "info")
+    check_served(client)
+    pid = lock_pid(directory)
+    assert f"daemon started: pid {pid}, socket {directory}/daemon.sock" in log.read_text()
+    # Its stdout and stderr go to the log too; stdin is /dev/null.
+    assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
+    assert os.readlink(f"/proc/{pid}/fd/1") == str(log)
+    assert os.readlink(f"/proc/{pid}/fd/2") == str(log)
+    assert f"connection 1 from process" in log.read_text()
