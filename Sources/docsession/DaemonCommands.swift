@@ -197,9 +197,17 @@ final class DaemonProcess: Sendable {
     private let hub: Hub
     private let logger: Logger
     private let user = geteuid()
-    /// Connections accepted and not yet ended, and since when there has been none.
-    private let connections = Mutex<(open: Int, idleSince: ContinuousClock.Instant?, closing: Bool)>(
-        (0, ContinuousClock.now, false))
+    /// Connections accepted and not yet ended, since when there has been none, and the idle end's
+    /// steps: the socket removed (`closing`: no new connection can come, those already queued are
+    /// still served), then nothing left to accept (`exiting`: nothing is accepted any more).
+    private let connections = Mutex<ConnectionState>(ConnectionState())
+
+    private struct ConnectionState {
+        var open = 0
+        var idleSince: ContinuousClock.Instant? = .now
+        var closing = false
+        var exiting = false
+    }
     private let ending = Atomic<Bool>(false)
 
     /// Listens on `socketPath`, replacing whatever is there (the caller holds the lock).
@@ -238,19 +246,14 @@ final class DaemonProcess: Sendable {
                 peer = try connection.peerCredentials()
             } catch {
                 logger.warning("refused a connection whose peer is unknown: \(error)")
+                connectionEnded()
                 continue
             }
             guard peer.user == user else {
                 logger.warning("refused a connection from uid \(peer.user) (pid \(peer.process)): this daemon serves uid \(user) only")
+                connectionEnded()
                 continue
             }
-            let admitted = connections.withLock { state -> Bool in
-                if state.closing { return false }
-                state.open += 1
-                state.idleSince = nil
-                return true
-            }
-            guard admitted else { continue }
             let descriptor = connection.take()  // the hub's: it closes it when the connection ends
             let hub = self.hub
             Task {
@@ -262,9 +265,21 @@ final class DaemonProcess: Sendable {
 
     /// The next waiting connection, or nil when none waits or accepting fails (out of descriptors,
     /// say: the connection stays queued and is tried again; a pause keeps the loop from spinning).
+    /// It counts as open from here (under the same lock as the idle end's decision, so that the
+    /// daemon never ends with a connection accepted and not yet served).
     private func nextConnection() -> Descriptor? {
         do {
-            return try listener.acceptConnection(path: socketPath)
+            return try connections.withLock { state throws(SystemCallError) -> Descriptor? in
+                if state.exiting { return nil }
+                switch try listener.acceptConnection(path: socketPath) {
+                case .none:
+                    return nil
+                case .some(let connection):
+                    state.open += 1
+                    state.idleSince = nil
+                    return connection
+                }
+            }
         } catch {
             logger.error("cannot accept a connection: \(error)")
             usleep(50_000)
@@ -279,14 +294,43 @@ final class DaemonProcess: Sendable {
         }
     }
 
-    /// Ends the daemon when no connection has been open for `limit`.
+    /// Ends the daemon when no connection has been open for `limit` (called every quarter second):
+    /// first the socket is removed, so that no new connection can come (a `connect` meanwhile
+    /// starts a daemon, which takes over once this one's lock is released); a connection already
+    /// queued is still accepted and served; once none is open and none waits, the process ends.
     func endIfIdle(for limit: Duration) {
-        let idle = connections.withLock { state -> Bool in
-            guard state.open == 0, let since = state.idleSince, ContinuousClock.now - since >= limit else { return false }
+        enum Step { case wait, close, exit }
+        let step = connections.withLock { state -> Step in
+            guard state.open == 0, !state.exiting else { return .wait }
+            if state.closing {
+                // Still queued from before the socket went: accepted by the loop first.
+                let waiting = (try? pollDescriptor(listener.unowned, events: Int16(POLLIN), timeoutMilliseconds: 0)) ?? 0
+                if waiting & Int16(POLLIN) != 0 { return .wait }
+                state.exiting = true
+                return .exit
+            }
+            guard let since = state.idleSince, ContinuousClock.now - since >= limit else { return .wait }
             state.closing = true
-            return true
+            return .close
         }
-        if idle { end(status: 0, reason: "idle for \(limit)") }
+        switch step {
+        case .wait:
+            return
+        case .close:
+            logger.info("no connection for \(limit): socket removed, ending")
+            removeSocketIfOurs()
+        case .exit:
+            end(status: 0, reason: "idle for \(limit)")
+        }
+    }
+
+    /// Removes the socket when it is still the one this daemon bound (it holds the lock, so no
+    /// other daemon can have bound one there since).
+    private func removeSocketIfOurs() {
+        if let status = try? fileStatus(socketPath, followingSymlinks: false),
+           UInt(status.st_dev) == identity.device, UInt(status.st_ino) == identity.inode {
+            try? removeFile(socketPath)
+        }
     }
 
     /// The one way out: the journals flushed, the socket removed when it is still this daemon's,
@@ -295,10 +339,7 @@ final class DaemonProcess: Sendable {
         guard ending.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else { return }
         logger.info("daemon ending (\(reason)): journals flushed, socket removed")
         _ = hub.flushJournals(within: .seconds(5))
-        if let status = try? fileStatus(socketPath, followingSymlinks: false),
-           UInt(status.st_dev) == identity.device, UInt(status.st_ino) == identity.inode {
-            try? removeFile(socketPath)
-        }
+        removeSocketIfOurs()
         Glibc.exit(status)
     }
 }

@@ -527,3 +527,21 @@ def test_connect_passes_the_log_file_on(runtime: Runtime) -> None:
     assert os.readlink(f"/proc/{pid}/fd/1") == str(log)
     assert os.readlink(f"/proc/{pid}/fd/2") == str(log)
     assert f"connection 1 from process" in log.read_text()
+
+
+def test_a_connect_while_an_idle_daemon_ends_is_served_by_a_new_one(runtime: Runtime) -> None:
+    directory = runtime.directory()
+    daemon = runtime.daemon(directory, "--idle-exit", "1")
+    socket_path = directory / "daemon.sock"
+    wait_until(lambda: socket_path.exists() or daemon.poll() is not None, timeout=DEADLINE, what="the socket")
+    old = daemon.pid
+    # The idle daemon removes its socket first and ends a moment later, holding its lock until
+    # then: a connect in between starts a daemon that finds the lock held (status 75), and starts
+    # one again once nobody listens.
+    wait_until(lambda: not socket_path.exists(), timeout=DEADLINE, what="the idle daemon to remove its socket")
+    client = runtime.connect(directory)
+    check_served(client)
+    assert daemon.wait(timeout=DEADLINE) == 0
+    new = lock_pid(directory)
+    assert new != old
+    assert daemons_on(directory) == [new]
