@@ -23,7 +23,7 @@ struct DocSession: AsyncParsableCommand {
             Logs go to stderr (warnings and above unless --log-level says otherwise) or to --log-file.
             """,
         version: Server.version,
-        subcommands: [Serve.self, Demo.self, Call.self, Run.self, ReplayCommand.self],
+        subcommands: [Serve.self, Demo.self, Call.self, Run.self, ReplayCommand.self, Daemon.self, Connect.self, Coordinate.self],
         defaultSubcommand: Serve.self
     )
 }
