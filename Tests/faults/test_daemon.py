@@ -190,6 +190,16 @@ def test_connect_starts_a_daemon(runtime: Runtime) -> None:
     check_served(runtime.connect(directory, "--no-start"))
     assert daemons_on(directory) == [pid]
 
+    # The end of the editor's input reaches the daemon, whose answers still come back; the
+    # bridge ends when the daemon closes the connection.
+    client = runtime.connect(directory, "--no-start")
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    client.close_input()
+    response, _ = client.read_until_response(1)
+    assert "capabilities" in response["result"]
+    assert client.wait(timeout=DEADLINE) == 0, client.stderr
+    assert daemons_on(directory) == [pid]
+
 
 def test_no_start_without_a_daemon(runtime: Runtime) -> None:
     directory = runtime.directory()
