@@ -555,3 +555,14 @@ def test_a_connect_while_an_idle_daemon_ends_is_served_by_a_new_one(runtime: Run
     new = lock_pid(directory)
     assert new != old
     assert daemons_on(directory) == [new]
+
+
+def test_a_daemon_that_cannot_start_is_reported(runtime: Runtime) -> None:
+    directory = runtime.directory()
+    missing = runtime.tmp_path / "no-such-root"
+    done = runtime.run("connect", "--runtime-dir", str(directory), "--root", str(missing))
+    assert done.returncode == 1
+    message = done.stderr.decode()
+    assert "exited with status 64 before listening on" in message, message
+    assert f"daemon --runtime-dir {directory} --root {missing}" in message
+    assert daemons_on(directory) == []
