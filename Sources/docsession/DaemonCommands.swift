@@ -360,6 +360,9 @@ struct Connect: ParsableCommand {
 
     @OptionGroup var runtime: RuntimeDirectoryOptions
 
+    @Flag(name: .long, help: "Accepted for editors that pass it (as serve does); stdio is the only transport.")
+    var stdio = false
+
     @Flag(name: .long, help: "Do not start a daemon when none runs: fail instead.")
     var noStart = false
 

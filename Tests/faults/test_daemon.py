@@ -190,6 +190,16 @@ def test_connect_starts_a_daemon(runtime: Runtime) -> None:
     check_served(runtime.connect(directory, "--no-start"))
     assert daemons_on(directory) == [pid]
 
+    # The end of the editor's input reaches the daemon, whose answers still come back; the
+    # bridge ends when the daemon closes the connection.
+    client = runtime.connect(directory, "--no-start")
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    client.close_input()
+    response, _ = client.read_until_response(1)
+    assert "capabilities" in response["result"]
+    assert client.wait(timeout=DEADLINE) == 0, client.stderr
+    assert daemons_on(directory) == [pid]
+
 
 def test_no_start_without_a_daemon(runtime: Runtime) -> None:
     directory = runtime.directory()
@@ -545,3 +555,14 @@ def test_a_connect_while_an_idle_daemon_ends_is_served_by_a_new_one(runtime: Run
     new = lock_pid(directory)
     assert new != old
     assert daemons_on(directory) == [new]
+
+
+def test_a_daemon_that_cannot_start_is_reported(runtime: Runtime) -> None:
+    directory = runtime.directory()
+    missing = runtime.tmp_path / "no-such-root"
+    done = runtime.run("connect", "--runtime-dir", str(directory), "--root", str(missing))
+    assert done.returncode == 1
+    message = done.stderr.decode()
+    assert "exited with status 64 before listening on" in message, message
+    assert f"daemon --runtime-dir {directory} --root {missing}" in message
+    assert daemons_on(directory) == []
