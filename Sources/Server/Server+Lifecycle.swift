@@ -116,6 +116,8 @@ extension Server {
         editorSync.outgoing.abandonAll()
         // Live queries end: no workspace/didChangeFiles after the response.
         await stopAllQueries()
+        // The leases held end: the documents they held edit again, their files checked.
+        await endAllCoordinations()
         // Nothing is saved after shutdown, autosave included.
         await store.setAutosave(.off)
         // The versions of the last saves are written before the answer (up to 10 s; they are

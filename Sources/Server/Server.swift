@@ -92,6 +92,8 @@ public actor Server: MessageHandler {
     let mirrorEvents: MirrorEventRoute
     /// The open package and managed documents (Server+Packages.swift); its executor is the server's.
     let packages: PackageStore
+    /// The leases this connection holds (`workspace/coordinate`, Server+Coordination.swift).
+    var coordinations = Coordinations()
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         self.roots = configuration.roots
@@ -247,6 +249,8 @@ public actor Server: MessageHandler {
         RequestEntry(DeleteEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.deleteEntry(params)) },
         RequestEntry(ExecuteStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.executeStore(params)) },
         RequestEntry(QueryStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.queryStore(params)) },
+        RequestEntry(CoordinateRequest.self) { server, params, context throws(ResponseError) in try await server.coordinate(params, context) },
+        RequestEntry(EndCoordinationRequest.self) { server, params, context throws(ResponseError) in try await server.endCoordination(params, context) },
         RequestEntry(ExecuteCommandRequest.self) { server, params, context throws(ResponseError) in try await server.executeCommand(params, context) },
     ]
 
@@ -393,6 +397,8 @@ public actor Server: MessageHandler {
         if status != 0 { logger.warning("input ended without shutdown and exit; exiting with status 1") }
         // No answer will come to the requests still waiting.
         editorSync.outgoing.abandonAll()
+        // The coordinating process is gone: its leases end, and the documents they held edit again.
+        await endAllCoordinations()
         // The end of input is an end like a crash's for the client: what it had unsaved stays,
         // flushed, to be offered at the next open.
         await store.finishJournals(keep: true)
