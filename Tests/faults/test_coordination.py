@@ -495,3 +495,15 @@ def test_outside_the_roots(sandbox):
     assert end(server, "l1").error["code"] == UNKNOWN_LEASE
     document = server.open(path)["document"]
     assert coordinate(server, path, "write").result == {"lease": "l1", "intent": "write", "documents": [document], "saved": []}
+
+
+def test_a_package_document_is_not_coordinated_yet(sandbox):
+    package = sandbox.docs / "notes.package"
+    package.mkdir()
+    write_file(package / "text.md", "# notes\n")
+    server = sandbox.start()
+    info = server.call("document/open", {"uri": uri(package), "kind": "package"})
+    error = coordinate(server, package, "write").error
+    assert error["code"] == -32031 and error["data"] == {"document": info["document"], "kind": "package"}, error
+    assert "coordinated yet" in error["message"], error
+    assert end(server, "l1").error["code"] == UNKNOWN_LEASE
