@@ -86,6 +86,9 @@ public struct CoordinationEndTicket: Sendable {
     /// Per document of the lease: nil when the document is settled already (closed, a `read`
     /// lease, held by another lease), with its outcome; otherwise its place in line for the check.
     let steps: [(handle: String, outcome: CoordinationOutcome?, turn: LockTurn?, ending: EndingIntents?)]
+    /// Whether a file is checked (``DocumentStore/finishEndCoordination(_:)`` then reads it);
+    /// false: every outcome is known already.
+    public var checksFiles: Bool { steps.contains { $0.outcome == nil } }
 }
 
 /// What the leases of a document that ended asked for, applied when the last one ends.

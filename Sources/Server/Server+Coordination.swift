@@ -66,6 +66,8 @@ extension Server {
                 data: ["lease": .string(params.lease)])
         }
         let store = store
+        // Nothing to check (a read lease, documents still held or closed): answered in order.
+        if !ticket.checksFiles { return .now(EndCoordinationResult(documents: await store.finishEndCoordination(ticket))) }
         // The files are checked off the ordered queue (a read of each), under each document's lock.
         return .later { .success(EndCoordinationResult(documents: await store.finishEndCoordination(ticket))) }
     }
