@@ -39,6 +39,7 @@ extension DocumentStore {
         isCancelled: @escaping @Sendable () -> Bool = { false }
     ) async throws(DocumentError) -> SaveResult {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        try refuseIfCoordinated(handle)
         await acquire(handle)
         defer { release(handle) }
         return try await runSave(
@@ -52,6 +53,7 @@ extension DocumentStore {
     /// waits for its turn and writes it.
     public func beginSave(_ handle: String, to newPath: String? = nil, force: Bool = false) throws(DocumentError) -> SaveTicket {
         let text = try takeText(handle)
+        try refuseIfCoordinated(handle)
         return SaveTicket(handle: handle, newPath: newPath, force: force, text: text, turn: reserve(handle))
     }
 
@@ -247,6 +249,7 @@ extension DocumentStore {
     /// waits for a save still running.
     public func beginRevert(_ handle: String) throws(DocumentError) -> ExclusiveTicket {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        try refuseIfCoordinated(handle)
         let turn = reserve(handle)
         // Starting now: the progress flag comes with the first state change.
         disableEditing(handle, reason: .reverting, also: turn == nil ? revertProgress(handle) : [])
@@ -358,6 +361,9 @@ extension DocumentStore {
     /// does the rest.
     public func beginClose(_ handle: String, save policy: SavePolicy) throws(DocumentError) -> ExclusiveTicket {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        // A close that would save while a lease holds the file: refused (one without saving ends
+        // the lease quietly for the document).
+        if policy == .ifChanged && document.hasUnsavedChanges { try refuseIfCoordinated(handle) }
         let onlyACheckRuns = busy[handle] == nil
             || (presenter.checkTurns[handle]?.holdsLock == true && busy[handle]?.isEmpty == true)
         if onlyACheckRuns && (policy == .never || !document.hasUnsavedChanges) {

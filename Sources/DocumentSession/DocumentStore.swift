@@ -71,6 +71,8 @@ public actor DocumentStore {
     /// The documents whose text an editor owns (LSP's text synchronisation, DocumentStore+Mirroring.swift):
     /// the store never changes their text by itself; what it would change is proposed instead.
     var mirrored: Set<String> = []
+    /// The leases of other parties coordinating the documents' files (DocumentStore+Coordination.swift).
+    var coordination = CoordinationState()
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -440,7 +442,7 @@ public actor DocumentStore {
         _ handle: String, version: Int64, edits: [TextEdit], encoding: PositionEncoding, label: String?, merge: Bool
     ) throws(DocumentError) -> Int64 {
         try modify(handle, reason: .edited) { (document, textChanged) throws(DocumentError) -> Int64 in
-            try Self.checkEditable(document, version: version)
+            try self.checkEditable(document, version: version)
             let applied: [AppliedEdit]
             do throws(TextBufferError) {
                 applied = try document.buffer.apply(edits: edits, encoding: encoding)
@@ -483,7 +485,7 @@ public actor DocumentStore {
         _ body: (inout Document) -> [TextEdit]?
     ) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
         try modify(handle, reason: reason) { (document, textChanged) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) in
-            try Self.checkEditable(document, version: version ?? document.version)
+            try self.checkEditable(document, version: version ?? document.version)
             // What the step does to the text, in UTF-8 offsets, for the journal.
             let changes = journal == nil && textObserver == nil ? [] : op == .undo ? document.history.editsForUndo() : document.history.editsForRedo()
             guard let edits = body(&document) else { return (document.version, []) }
@@ -495,10 +497,8 @@ public actor DocumentStore {
         }
     }
 
-    private static func checkEditable(_ document: Document, version: Int64) throws(DocumentError) {
-        if document.state.contains(.editingDisabled) {
-            throw .editingDisabled(handle: document.handle, reason: "the document is busy")
-        }
+    private func checkEditable(_ document: Document, version: Int64) throws(DocumentError) {
+        if document.state.contains(.editingDisabled) { throw editingDisabledError(document.handle) }
         guard document.version == version else { throw .staleVersion(current: document.version, given: version) }
     }
 

@@ -127,6 +127,8 @@ extension Server {
         editorSync.outgoing.abandonAll()
         // Live queries end: no workspace/didChangeFiles after the response.
         await stopAllQueries()
+        // The leases held end: the documents they held edit again, their files checked.
+        await endAllCoordinations()
         if membership != nil {
             // A daemon's client: only its own holds end (the store and the other clients go on);
             // without hot exit, what it alone held unsaved is dropped.

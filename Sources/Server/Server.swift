@@ -95,6 +95,8 @@ public actor Server: MessageHandler {
     /// In a daemon (``Hub``): this connection's place among the clients sharing the stores; nil
     /// for a server of its own (`docsession serve`).
     let membership: Membership?
+    /// The leases this connection holds (`workspace/coordinate`, Server+Coordination.swift).
+    var coordinations = Coordinations()
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         let route = MirrorEventRoute()
@@ -293,6 +295,8 @@ public actor Server: MessageHandler {
         RequestEntry(DeleteEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.deleteEntry(params)) },
         RequestEntry(ExecuteStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.executeStore(params)) },
         RequestEntry(QueryStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.queryStore(params)) },
+        RequestEntry(CoordinateRequest.self) { server, params, context throws(ResponseError) in try await server.coordinate(params, context) },
+        RequestEntry(EndCoordinationRequest.self) { server, params, context throws(ResponseError) in try await server.endCoordination(params, context) },
         RequestEntry(ExecuteCommandRequest.self) { server, params, context throws(ResponseError) in try await server.executeCommand(params, context) },
     ]
 
@@ -436,6 +440,8 @@ public actor Server: MessageHandler {
 
     public func inputEnded(midMessage: Bool) async -> Int32 {
         let status: Int32 = lifecycle == .shutDown ? 0 : 1
+        // The coordinating process is gone: its leases end, and the documents they held edit again.
+        await endAllCoordinations()
         if membership != nil {
             // A daemon's client vanished: its holds end, and what it alone held unsaved stays in
             // the journal, offered at the next open.

@@ -95,6 +95,8 @@ CLIENT_TO_SERVER = {
     # The LSP mode (README §12).
     "textDocument/didOpen", "textDocument/didChange", "textDocument/willSave", "textDocument/didSave",
     "textDocument/didClose", "workspace/executeCommand",
+    # Coordination (README §14.3).
+    "workspace/coordinate", "workspace/endCoordination",
 }
 SERVER_TO_CLIENT = {
     "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
@@ -142,6 +144,8 @@ PARAMS_TYPES = {
     "document/didMove": "DidMoveParams",
     "workspace/query": "QueryParams",
     "workspace/stopQuery": "StopQueryParams",
+    "workspace/coordinate": "CoordinateParams",
+    "workspace/endCoordination": "EndCoordinationParams",
     "workspace/didChangeFiles": "DidChangeFilesParams",
     "textDocument/didOpen": "DidOpenTextDocumentParams",
     "textDocument/didChange": "DidChangeTextDocumentParams",

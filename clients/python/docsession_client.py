@@ -83,6 +83,8 @@ ENTRY_ERROR = -32028
 STORE_ERROR = -32029
 STATEMENT_REFUSED = -32030
 WRONG_KIND = -32031
+COORDINATION_REFUSED = -32032
+UNKNOWN_LEASE = -32033
 REQUEST_CANCELLED = -32800
 CONTENT_MODIFIED = -32801
 
@@ -787,6 +789,31 @@ class Client:
         """``session/discardSnapshot``: removes a snapshot not restored, with the unsaved work it
         holds. Raises `RpcError` ``NO_SNAPSHOT`` (-32026)."""
         self.request("session/discardSnapshot", {"snapshot": snapshot}, timeout)
+
+    # -- coordination ---------------------------------------------------------------------
+
+    def coordinate(self, path: Union[str, os.PathLike], intent: str, *,
+                   destination: Union[str, os.PathLike, None] = None, timeout: float = 30.0) -> dict:
+        """``workspace/coordinate``: a lease on a file for another party (NSFileCoordinator).
+        ``intent`` is ``read`` (open documents of the file save their unsaved changes first),
+        ``write``, ``delete`` or ``move`` (they stop editing and saving until the lease ends);
+        ``destination`` (a path or URI) for ``move`` only. Returns ``{lease, intent, documents,
+        saved}``. Raises `RpcError` ``COORDINATION_REFUSED`` (-32032, a save failed: ``data`` has
+        ``document``, ``uri`` and the save's ``error``)."""
+        params: dict[str, Any] = {"uri": _to_uri(path), "intent": intent}
+        if destination is not None:
+            params["destination"] = _to_uri(destination)
+        return self.request("workspace/coordinate", params, timeout)
+
+    def end_coordination(self, lease: Union[str, Mapping[str, Any]], *, timeout: float = 30.0) -> dict[str, str]:
+        """``workspace/endCoordination``: ends a lease (its id, or what `coordinate` returned); the
+        documents it held check their file and edit again. Returns each document's outcome by
+        handle: ``unchanged``, ``reloaded``, ``conflict``, ``deleted``, ``moved``, ``closed`` or
+        ``held`` (another lease still holds it). The local copies follow the notifications.
+        Raises `RpcError` ``UNKNOWN_LEASE`` (-32033)."""
+        lease_id = lease if isinstance(lease, str) else lease["lease"]
+        result = self.request("workspace/endCoordination", {"lease": lease_id}, timeout)
+        return {entry["document"]: entry["outcome"] for entry in result["documents"]}
 
     def _adopt(self, info: dict) -> "Document":
         # Runs first as a hook on the reader thread (so notifications that follow find the

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from docsession_client import (  # noqa: E402
-    NO_RECOVERY, NO_SNAPSHOT, UNKNOWN_DOCUMENT, UNSAVED_CHANGES, Client, ConnectionClosed, Document, RpcError,
+    EDITING_DISABLED, NO_RECOVERY, NO_SNAPSHOT, UNKNOWN_DOCUMENT, UNKNOWN_LEASE, UNSAVED_CHANGES, Client, ConnectionClosed, Document, RpcError,
     apply_text_edits, default_binary, make_range, offset_to_position, path_to_uri,
     position_to_offset,
 )
@@ -432,6 +432,31 @@ def test_move_updates_the_uri(start, tmp_path: Path) -> None:
     doc.edit(doc.range(0), "still ")
     doc.save()
     assert target.read_text() == "still moving\n"
+
+
+def test_coordinate_read_then_write(start, tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    write(f, "one\n")
+    c = start()
+    doc = c.open(f)
+    doc.edit(doc.range(0), "zero ")
+    # A reader: the unsaved edit is saved first.
+    lease = c.coordinate(f, "read")
+    assert lease == {"lease": "l1", "intent": "read", "documents": [doc.handle], "saved": [doc.handle]}
+    assert f.read_text() == "zero one\n"
+    assert c.end_coordination(lease) == {doc.handle: "unchanged"}
+    # A writer: the document stands aside, then takes what was written.
+    lease = c.coordinate(f, "write")
+    assert "editingDisabled" in doc.flags
+    with pytest.raises(RpcError) as refused:
+        doc.edit(doc.range(0), "x")
+    assert refused.value.code == EDITING_DISABLED and refused.value.data["lease"] == "l2"
+    write(f, "formatted\n")
+    assert c.end_coordination(lease["lease"]) == {doc.handle: "reloaded"}
+    assert doc.text == "formatted\n" and "editingDisabled" not in doc.flags
+    with pytest.raises(RpcError) as unknown:
+        c.end_coordination("l2")
+    assert unknown.value.code == UNKNOWN_LEASE and unknown.value.data == {"lease": "l2"}
 
 
 def test_deletion_is_reported(start, tmp_path: Path) -> None:
