@@ -823,7 +823,7 @@ def test_two_clients_through_connect_apply_each_others_edits(tmp_path: Path) -> 
         wait_until(lambda: a.version == b.version)
         assert a.text == b.text == "A" + TEXT[1:] + "added by first ✓\n"
         b.save()
-        assert path.read_text(encoding="utf-8") == b.text
+        assert path.read_bytes().decode("utf-8") == b.text
     finally:
         for client in (first, second):
             client.close(timeout=5)
