@@ -92,6 +92,19 @@ vim.cmd('qall!')
 """
 
 
+CHECK_SCRIPT = r"""
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["DS_REPO"], "clients", "python"))
+from docsession_client import Client
+client = Client(command=[os.environ["DS_BIN"], "connect", "--runtime-dir", os.environ["DS_RUN"]])
+client.initialize(client_name="lease check")
+document = client.open(os.environ["DS_FILE"])
+state = client.request("document/state", {"document": document.handle})
+assert "editingDisabled" in state["state"], state
+client.close(timeout=10)
+"""
+
+
 def wait_for(path: Path, timeout: float, processes: list[subprocess.Popen]) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -112,7 +125,7 @@ def test_emacs_and_neovim_take_a_coordinated_rewrite_and_each_others_typing(sand
     (directory / "test.el").write_text(EMACS_SCRIPT)
     (directory / "test.lua").write_text(NVIM_SCRIPT)
     environment = {**os.environ, "DS_BIN": faultkit.BIN, "DS_RUN": str(runtime), "DS_STATE": str(state),
-                   "DS_DIR": str(directory), "DS_FILE": str(shared)}
+                   "DS_DIR": str(directory), "DS_FILE": str(shared), "DS_REPO": str(REPO)}
     editors = [
         subprocess.Popen(["emacs", "--batch", "-Q", "-L", str(REPO / "clients" / "emacs"), "-l", str(directory / "test.el")],
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment),
@@ -123,10 +136,13 @@ def test_emacs_and_neovim_take_a_coordinated_rewrite_and_each_others_typing(sand
     try:
         wait_for(directory / "emacs.ready", 60, editors)
         wait_for(directory / "nvim.ready", 60, editors)
-        # Both hold the file through one daemon; sed rewrites it under a write lease.
+        # Both hold the file through one daemon; sed rewrites it under a write lease. Before sed,
+        # the command checks through a third client that the lease is real: the document, held by
+        # both editors, is not editable.
+        (directory / "check.py").write_text(CHECK_SCRIPT)
+        command = f"python3 {directory / 'check.py'} && sed -i 's/old words/new words/' {shared}"
         done = subprocess.run([faultkit.BIN, "coordinate", "--write", str(shared), "--runtime-dir", str(runtime), "--",
-                               "sed", "-i", "s/old words/new words/", str(shared)],
-                              capture_output=True, text=True, timeout=120)
+                               "sh", "-c", command], capture_output=True, text=True, timeout=120, env=environment)
         assert done.returncode == 0, done.stderr
         rewritten = "first line\nnew words here\nlast line\n"
         assert shared.read_text() == rewritten
