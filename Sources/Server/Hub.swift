@@ -84,6 +84,7 @@ public final class Hub: Sendable {
         }) else { return }
         await stores.store.setTextObserver { [weak self] change in self?.observe(change) }
         await stores.store.setRoots(configuration.roots)
+        await stores.store.setFileLocks(configuration.fileLocks)
     }
 
     /// How many connections are being served.

@@ -37,7 +37,10 @@ extension Server {
         // A daemon's store is shared: its roots are the daemon's (each connection's own narrowing
         // still applies to the paths it names), and its settings are the first client's.
         let ownsSettings = membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen) } ?? true
-        if membership == nil { await store.setRoots(roots) }
+        if membership == nil {
+            await store.setRoots(roots)
+            await store.setFileLocks(configuration.fileLocks)
+        }
         if let traceLevel = params.trace { trace = traceLevel }
         lifecycle = .running
         if ownsSettings {

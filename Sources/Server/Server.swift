@@ -42,10 +42,14 @@ public actor Server: MessageHandler {
         /// Whether unsaved changes are journaled under the state directory (`journal/`), so that
         /// they survive the process's death (`--no-journal`: not).
         public var journal: Bool
+        /// The locks per file across processes that every save takes (``FileLocks``, under the
+        /// user's runtime directory); nil: only the directory's lock.
+        public var fileLocks: FileLocks?
         public init(
             maxMessageSize: Int = 64 << 20, stateDirectory: String? = nil, watchFiles: Bool = true, roots: SandboxRoots? = nil,
-            journal: Bool = true
+            journal: Bool = true, fileLocks: FileLocks? = nil
         ) {
+            self.fileLocks = fileLocks
             self.maxMessageSize = maxMessageSize
             self.stateDirectory = stateDirectory
             self.watchFiles = watchFiles

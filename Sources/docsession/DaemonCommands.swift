@@ -27,6 +27,25 @@ struct RuntimeDirectoryOptions: ParsableArguments {
     var directory: RuntimeDirectory {
         RuntimeDirectory(path: runtimeDir.map(CurrentDirectory.absolute) ?? RuntimeDirectory.defaultPath())
     }
+
+    /// The locks per file under the directory (made when missing, and checked), which every save
+    /// and `coordinate` take; nil with a warning when the directory cannot be used (saves then
+    /// take only their directory's lock, and a coordinated command does not reach this server).
+    func fileLocks(logger: Logger) -> FileLocks? {
+        let directory = directory
+        do throws(FileSystemError) {
+            try directory.prepare()
+        } catch {
+            logger.warning("saves do not take their file's lock across processes: \(error.message)")
+            return nil
+        }
+        switch FileLocks.open(runtimeDirectory: directory.path) {
+        case .success(let locks): return locks
+        case .failure(let error):
+            logger.warning("saves do not take their file's lock across processes: \(error.message)")
+            return nil
+        }
+    }
 }
 
 /// The server options of `serve` that a daemon takes, and that `connect` passes on to a daemon it
@@ -145,7 +164,9 @@ struct Daemon: AsyncParsableCommand {
         }
 
         let logger = try LogSetup.bootstrap(level: server.level, file: server.logFile)
-        let hub = Hub(configuration: try server.configuration(), logger: logger)
+        var configuration = try server.configuration()
+        configuration.fileLocks = runtime.fileLocks(logger: logger)
+        let hub = Hub(configuration: configuration, logger: logger)
 
         // The lock is ours: whatever is at the socket's path is a dead daemon's (or garbage).
         let socketPath = directory.socketPath
@@ -475,7 +496,7 @@ struct Coordinate: ParsableCommand {
             if verbose {
                 StandardError.write("docsession coordinate: no daemon is listening on \(directory.socketPath): running the command without a lease")
             }
-            Glibc.exit(runCommand())
+            Glibc.exit(runLocked())
         }
         do throws(DaemonConnection.Failure) {
             Glibc.exit(try runUnderLease(DaemonClient(socket: socket)))
@@ -528,7 +549,7 @@ struct Coordinate: ParsableCommand {
             }
             lease = granted
         }
-        let status = runCommand()
+        let status = runLocked()
         // The command has run: whatever fails from here is said, and its status is still the answer.
         do throws(DaemonConnection.Failure) {
             if case .error(let code, let message, let data) = try client.request(
@@ -541,6 +562,33 @@ struct Coordinate: ParsableCommand {
             StandardError.write("docsession coordinate: ending the lease: \(error)")
         }
         return status
+    }
+
+    /// Runs the command holding FILE's lock across processes (``FileLocks``): exclusive to write,
+    /// delete or move it, shared to read it, so that servers that are not the daemon (an editor's
+    /// own stdio server) do not save it meanwhile; their saves wait for the command. Taken after
+    /// the lease (a read lease's saves take the same lock), and waited for while a save holds it.
+    private func runLocked() -> Int32 {
+        var held: FileLocks.Held? = nil
+        // Made when missing (a server started meanwhile finds the lock taken); a refused directory
+        // was reported before.
+        try? runtime.directory.prepare()
+        switch FileLocks.open(runtimeDirectory: runtime.directory.path) {
+        case .success(let locks):
+            let absolute = CurrentDirectory.absolute(file)
+            let target = (try? SafeSave.resolveSymlinks(absolute)) ?? absolute
+            do throws(FileSystemError) {
+                held = try locks.lock(target, exclusive: !read, waited: {
+                    if verbose { StandardError.write("docsession coordinate: waiting for a save of \(target) to end") }
+                })
+            } catch {
+                StandardError.write("docsession coordinate: \(file)'s lock cannot be taken: \(error.message); servers that are not the daemon are not held back")
+            }
+        case .failure(let error):
+            StandardError.write("docsession coordinate: no file locks (\(error.message)); servers that are not the daemon are not held back")
+        }
+        defer { held?.release() }
+        return runCommand()
     }
 
     private func close(_ client: DaemonClient) {

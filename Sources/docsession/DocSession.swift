@@ -56,6 +56,8 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not watch the documents' files for changes by other programs.")
     var noWatch = false
 
+    @OptionGroup var runtime: RuntimeDirectoryOptions
+
     @Flag(name: .long, help: "Do not journal unsaved changes (by default they are kept under the state directory's journal/, flushed within initializationOptions.flushDelay, so that they survive the process's death).")
     var noJournal = false
 
@@ -112,7 +114,7 @@ struct Serve: AsyncParsableCommand {
             writer: writer, logger: logger,
             configuration: Server.Configuration(
                 maxMessageSize: maxMessageSize.bytes, stateDirectory: stateDir ?? StateDirectory.default,
-                watchFiles: !noWatch, roots: sandbox, journal: !noJournal))
+                watchFiles: !noWatch, roots: sandbox, journal: !noJournal, fileLocks: runtime.fileLocks(logger: logger)))
         // SIGTERM, SIGHUP and SIGINT end the process as the end of input would, after the journals
         // of unsaved changes are flushed (status 128 + the signal, as the shell reports it).
         do {

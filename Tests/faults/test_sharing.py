@@ -443,3 +443,43 @@ def test_one_client_killed_while_typing_leaves_the_others_in_step(sandbox, daemo
     beta.settle(final)
     text = observer.read(handle)
     assert alpha.confirmed == beta.confirmed == text
+
+
+def test_a_coordinated_writer_holds_back_a_server_that_is_not_the_daemon(sandbox) -> None:
+    """An editor with its own stdio server (not the daemon's client) saving while
+    `docsession coordinate --write` runs: its save waits for the file's lock until the command ends,
+    then finds the command's change (-32017) instead of writing under it."""
+    path = sandbox.docs / "own.txt"
+    path.write_text("disk\n")
+    runtime = sandbox.root / "run-own"
+    editor = sandbox.start(args=("serve", "--no-journal", "--runtime-dir", str(runtime)))
+    handle = editor.open_and_edit(path, "editor's unsaved text\n")
+    started, go = sandbox.root / "started", sandbox.root / "go"
+    script = f"touch {started}; while [ ! -e {go} ]; do sleep 0.01; done; printf 'written by the command\\n' > {path}"
+    command = subprocess.Popen([faultkit.BIN, "coordinate", "--write", str(path), "--runtime-dir", str(runtime), "--",
+                                "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(started.exists, timeout=30, what="the command to start under its lock")
+        request = editor.send_save(handle)
+        # The save's thread has opened the file's lock file and waits on it.
+        locks = runtime / "locks"
+
+        def waiting_on_lock() -> bool:
+            for fd in Path(f"/proc/{editor.pid}/fd").iterdir():
+                try:
+                    if os.readlink(fd).startswith(str(locks)):
+                        return True
+                except OSError:
+                    continue
+            return False
+
+        wait_until(waiting_on_lock, timeout=30, what="the editor's save to wait for the file's lock")
+        assert path.read_text() == "disk\n"
+        go.touch()
+        assert command.wait(timeout=60) == 0, command.stderr.read()
+        response, _ = editor.rpc.read_until_response(request, timeout=60)
+        assert response["error"]["code"] == -32017, response
+        assert path.read_text() == "written by the command\n"
+    finally:
+        if command.poll() is None:
+            command.kill()
