@@ -58,6 +58,9 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var runtime: RuntimeDirectoryOptions
 
+    @Flag(name: .long, help: "Do not take each file's lock under the runtime directory while saving (saves still lock their directory): then neither other servers' saves nor `docsession coordinate` hold this server's saves back.")
+    var noFileLocks = false
+
     @Flag(name: .long, help: "Do not journal unsaved changes (by default they are kept under the state directory's journal/, flushed within initializationOptions.flushDelay, so that they survive the process's death).")
     var noJournal = false
 
@@ -114,7 +117,7 @@ struct Serve: AsyncParsableCommand {
             writer: writer, logger: logger,
             configuration: Server.Configuration(
                 maxMessageSize: maxMessageSize.bytes, stateDirectory: stateDir ?? StateDirectory.default,
-                watchFiles: !noWatch, roots: sandbox, journal: !noJournal, fileLocks: runtime.fileLocks(logger: logger)))
+                watchFiles: !noWatch, roots: sandbox, journal: !noJournal, fileLocks: noFileLocks ? nil : runtime.fileLocks(logger: logger)))
         // SIGTERM, SIGHUP and SIGINT end the process as the end of input would, after the journals
         // of unsaved changes are flushed (status 128 + the signal, as the shell reports it).
         do {

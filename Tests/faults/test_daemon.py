@@ -358,8 +358,9 @@ def test_coordinate_without_a_daemon_runs_the_command(runtime: Runtime) -> None:
     done = runtime.run("coordinate", "--write", str(target), "--runtime-dir", str(directory), "--", "docsession-no-such-command")
     assert done.returncode == 127
     assert "cannot run docsession-no-such-command" in done.stderr.decode()
+    # coordinate made the directory for the file's lock (the lock of every save, issue 19.3).
+    assert (directory / "locks").is_dir() and directory.stat().st_mode & 0o777 == 0o700
     # A dead daemon's socket left behind is no daemon either.
-    directory.mkdir(mode=0o700)
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(directory / "daemon.sock"))
     listener.close()
