@@ -479,8 +479,8 @@ extension DocumentStore {
     ) {
         guard let (state, wasUnsaved, version) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges, $0.version) }) else { return }
         body(&documents[handle]!)
-        reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason, error: error, autosave: autosave, always: always)
         if textObserver != nil, documents[handle]?.version != version { observeText(handle) }
+        reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason, error: error, autosave: autosave, always: always)
         journalNote(handle, journalChange, wasUnsaved: wasUnsaved)
     }
 

@@ -526,8 +526,10 @@ public actor DocumentStore {
             versionChanged = document.version != version
             return result
         }
-        if reported { reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason) }
+        // The text first, then the state: another holder in a daemon applies the change before it
+        // hears of the state it led to.
         if versionChanged, textObserver != nil { observeText(handle) }
+        if reported { reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason) }
         if changed { scheduleAutosave(handle) }
         if journal != nil {
             let change = pendingJournalChange
