@@ -483,3 +483,54 @@ def test_a_coordinated_writer_holds_back_a_server_that_is_not_the_daemon(sandbox
     finally:
         if command.poll() is None:
             command.kill()
+
+
+def test_a_writer_coordinating_while_two_clients_type(sandbox, daemon) -> None:
+    """A third client takes a write lease while two others hold the document and type: their edits
+    during the lease get -32012 and change nothing; the writer's change reaches both at the end (a
+    reload of the clean document); their edits made again after it land; nothing typed is lost."""
+    path = sandbox.docs / "typed-under-lease.txt"
+    path.write_text("one\n")
+    alpha, beta, writer = daemon.client("alpha", "utf-16"), daemon.client("beta", "utf-8"), daemon.client("formatter")
+    info = alpha.open(path)
+    handle, version = info["document"], info["version"]
+    beta.open(path)
+    end = lambda line: {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}}
+    version = alpha.call("document/edit", {"document": handle, "version": version, "edits": [{**end(1), "text": "alpha 1\n"}]})["version"]
+    version = beta.call("document/edit", {"document": handle, "version": version, "edits": [{**end(2), "text": "beta 1\n"}]})["version"]
+    alpha.save(handle).result
+    lease = writer.call("workspace/coordinate", {"uri": uri(path), "intent": "write"})
+    assert lease["documents"] == [handle]
+    for client, text in ((alpha, "alpha 2\n"), (beta, "beta 2\n")):
+        refused = client.request("document/edit", {"document": handle, "version": version, "edits": [{**end(0), "text": text}]})
+        assert refused.error["code"] == -32012 and refused.error["data"]["reason"] == "coordinated", refused.error
+    assert alpha.read(handle) == "one\nalpha 1\nbeta 1\n"
+    # The formatter rewrites the file meanwhile, and ends its lease: both holders take its text.
+    path.write_text("ONE\nALPHA 1\nBETA 1\n")
+    ended = writer.call("workspace/endCoordination", {"lease": lease["lease"]})
+    assert ended == {"documents": [{"document": handle, "outcome": "reloaded"}]}
+    for client in (alpha, beta):
+        [change] = notes(client, "document/didChange", document=handle, reason="external")
+        assert change["version"] == version + 1
+        assert client.read(handle) == "ONE\nALPHA 1\nBETA 1\n"
+    # The edits refused during the lease, made again on the new text, land.
+    version += 1
+    version = alpha.call("document/edit", {"document": handle, "version": version, "edits": [{**end(3), "text": "alpha 2\n"}]})["version"]
+    version = beta.call("document/edit", {"document": handle, "version": version, "edits": [{**end(4), "text": "beta 2\n"}]})["version"]
+    beta.save(handle).result
+    assert path.read_text() == "ONE\nALPHA 1\nBETA 1\nalpha 2\nbeta 2\n"
+    assert alpha.read(handle) == beta.read(handle) == path.read_text()
+
+
+def test_the_lsp_mode_is_refused_by_the_daemon(sandbox, daemon) -> None:
+    from rpc_client import RpcClient
+    rpc = RpcClient(faultkit.BIN, args=("connect", "--runtime-dir", str(daemon.runtime), "--state-dir", str(daemon.state)))
+    try:
+        response, _ = rpc.request("initialize", {"capabilities": {"textDocument": {}}})
+        assert response["error"]["code"] == -32600
+        assert response["error"]["data"] == {"field": "params.capabilities.textDocument"}
+        # Nothing changed: the session can still initialize without it.
+        response, _ = rpc.request("initialize", {"capabilities": {}})
+        assert "result" in response, response
+    finally:
+        rpc.kill()
