@@ -1414,8 +1414,14 @@ def kept_versions(directory: Path) -> int:
     as versions (temp files, written before their rename into a slot, are not counted)."""
     if not directory.is_dir():
         return 0
-    return sum(1 for slot in directory.iterdir() if slot.is_dir() and not slot.name.startswith(".")
-               for entry in slot.iterdir() if entry.suffix in (".saved", ".conflict"))
+    while True:
+        try:
+            return sum(1 for slot in directory.iterdir() if slot.is_dir() and not slot.name.startswith(".")
+                       for entry in slot.iterdir() if entry.suffix in (".saved", ".conflict"))
+        except FileNotFoundError:
+            # A slot removed while it was listed (a save as moves the versions to the new file's
+            # slot and removes the emptied one; seen in a clean-clone run under load): list again.
+            continue
 
 
 def wait_for_versions(directory: Path, count: int, timeout: float = 10) -> None:
