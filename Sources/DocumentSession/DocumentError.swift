@@ -56,6 +56,9 @@ public enum DocumentError: Error, Sendable, Equatable {
     /// SQLite refused or failed a statement of a managed document's store (or a migration), or
     /// the store's policy refused it before it ran. Nothing changed.
     case store(StoreError)
+    /// Edits, saves, reverts and resolutions are refused while another party holds a lease to
+    /// write, delete or move the file (`workspace/coordinate`): `lease` names the first one.
+    case coordinated(handle: String, lease: String, intent: String)
 }
 
 /// Why an entry of a package was refused. Nothing changed.

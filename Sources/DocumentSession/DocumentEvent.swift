@@ -43,6 +43,12 @@ public struct DocumentEvent: Sendable, Equatable {
         /// The document's journal could not be written (`error` says why): its unsaved changes
         /// would not survive the process's death until a journal is written again. Editing goes on.
         case journalFailed
+        /// Another party coordinates the file to write, delete or move it (`workspace/coordinate`):
+        /// editing, saving and autosave stop until the lease ends.
+        case coordinated
+        /// The last lease holding the document ended (`workspace/endCoordination`), and its file
+        /// was checked: editing is back.
+        case coordinationEnded
     }
 
     /// What the event reports.

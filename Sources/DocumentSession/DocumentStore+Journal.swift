@@ -134,8 +134,8 @@ extension DocumentStore {
 
     /// The document is gone from the store: its journal goes, and an offer not taken is let go
     /// (the dead server's journal stays on disk, to be offered at the next open).
-    func journalClosed(_ handle: String) {
-        if journals.removeValue(forKey: handle) != nil { journal?.submit(.drop(handle: handle)) }
+    func journalClosed(_ handle: String, releasing: Bool = false) {
+        if journals.removeValue(forKey: handle) != nil { journal?.submit(releasing ? .release(handle: handle) : .drop(handle: handle)) }
         recoveries[handle] = nil
         heldElsewhere[handle] = nil
         restoredSaves[handle] = nil

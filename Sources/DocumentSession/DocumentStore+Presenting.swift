@@ -167,6 +167,8 @@ extension DocumentStore {
 
     /// Starts a check of the document's file, or asks the running one to look again after it.
     func checkSoon(_ handle: String) {
+        // Held back while another party writes the file: the lease's end checks it.
+        if isCoordinated(handle) { return }
         if presenter.checking.contains(handle) {
             presenter.recheck.insert(handle)
             return
@@ -551,6 +553,7 @@ extension DocumentStore {
     /// version, then in conflict.
     private func checkResolvable(_ handle: String, version: Int64?) throws(DocumentError) {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        try refuseIfCoordinated(handle)
         if let version, version != document.version { throw .staleVersion(current: document.version, given: version) }
         guard document.state.contains(.inConflict) else { throw .notInConflict(handle: handle) }
     }
@@ -612,9 +615,7 @@ extension DocumentStore {
     ) async throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
         let text = try await readVersion(handle, id: id)
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
-        if document.state.contains(.editingDisabled) {
-            throw .editingDisabled(handle: handle, reason: "the document is busy")
-        }
+        if document.state.contains(.editingDisabled) { throw editingDisabledError(handle) }
         if let version, version != document.version { throw .staleVersion(current: document.version, given: version) }
         let current = document.buffer
         let steps = await runOnOwnThread { TextDiff.edits(from: current, to: text) }

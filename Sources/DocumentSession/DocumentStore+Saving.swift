@@ -39,6 +39,7 @@ extension DocumentStore {
         isCancelled: @escaping @Sendable () -> Bool = { false }
     ) async throws(DocumentError) -> SaveResult {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        try refuseIfCoordinated(handle)
         await acquire(handle)
         defer { release(handle) }
         return try await runSave(
@@ -52,6 +53,7 @@ extension DocumentStore {
     /// waits for its turn and writes it.
     public func beginSave(_ handle: String, to newPath: String? = nil, force: Bool = false) throws(DocumentError) -> SaveTicket {
         let text = try takeText(handle)
+        try refuseIfCoordinated(handle)
         return SaveTicket(handle: handle, newPath: newPath, force: force, text: text, turn: reserve(handle))
     }
 
@@ -110,7 +112,7 @@ extension DocumentStore {
         let request = SafeSave.Request(
             path: newPath ?? document.path, expected: newPath == nil ? document.identity : nil,
             force: force, createOnly: newPath != nil && !force, directoryGuard: directoryGuard,
-            expectedHash: expectedHash)
+            expectedHash: expectedHash, locks: fileLocks)
         let snapshot = text.snapshot
         let (encoding, byteOrderMark) = (text.encoding, text.byteOrderMark)
         let total = Self.encodedSize(snapshot, encoding: encoding, byteOrderMark: byteOrderMark)
@@ -247,6 +249,7 @@ extension DocumentStore {
     /// waits for a save still running.
     public func beginRevert(_ handle: String) throws(DocumentError) -> ExclusiveTicket {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
+        try refuseIfCoordinated(handle)
         let turn = reserve(handle)
         // Starting now: the progress flag comes with the first state change.
         disableEditing(handle, reason: .reverting, also: turn == nil ? revertProgress(handle) : [])
@@ -358,6 +361,9 @@ extension DocumentStore {
     /// does the rest.
     public func beginClose(_ handle: String, save policy: SavePolicy) throws(DocumentError) -> ExclusiveTicket {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        // A close that would save while a lease holds the file: refused (one without saving ends
+        // the lease quietly for the document).
+        if policy == .ifChanged && document.hasUnsavedChanges { try refuseIfCoordinated(handle) }
         let onlyACheckRuns = busy[handle] == nil
             || (presenter.checkTurns[handle]?.holdsLock == true && busy[handle]?.isEmpty == true)
         if onlyACheckRuns && (policy == .never || !document.hasUnsavedChanges) {
@@ -391,10 +397,10 @@ extension DocumentStore {
 
     /// Forgets a document and reports it closed. Its undo history is kept for its file
     /// (`persistUndo`) unless `keepingUndo` is false (the file was deleted).
-    func remove(_ handle: String, keepingUndo: Bool = true) {
+    func remove(_ handle: String, keepingUndo: Bool = true, releasingJournal: Bool = false) {
         guard let closing = documents.removeValue(forKey: handle) else { return }
         if keepingUndo { keepUndo(closing) }
-        journalClosed(handle)
+        journalClosed(handle, releasing: releasingJournal)
         stopPresenting(handle)
         autosaveDue[handle] = nil
         autosaveTimers.removeValue(forKey: handle)?.task.cancel()
@@ -471,8 +477,9 @@ extension DocumentStore {
         _ handle: String, reason: DocumentEvent.Reason, error: DocumentError? = nil, autosave: Bool = false,
         always: Bool = false, journal journalChange: JournalChange? = nil, _ body: (inout Document) -> Void
     ) {
-        guard let (state, wasUnsaved) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges) }) else { return }
+        guard let (state, wasUnsaved, version) = documents[handle].map({ ($0.state, $0.hasUnsavedChanges, $0.version) }) else { return }
         body(&documents[handle]!)
+        if textObserver != nil, documents[handle]?.version != version { observeText(handle) }
         reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason, error: error, autosave: autosave, always: always)
         journalNote(handle, journalChange, wasUnsaved: wasUnsaved)
     }

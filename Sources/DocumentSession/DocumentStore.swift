@@ -59,11 +59,20 @@ public actor DocumentStore {
     var journalRetry: [String: ContinuousClock.Instant] = [:]
     /// The change an edit, undo or redo hands to `modify` for the journal.
     var pendingJournalChange: JournalChange? = nil
+    /// Told of every change of a document's version, after it (``setTextObserver(_:)``); nil (the
+    /// one-client server) costs one check per change.
+    var textObserver: TextObserver? = nil
+    /// The locks per file across processes every save takes (``setFileLocks(_:)``).
+    var fileLocks: FileLocks? = nil
+    /// What an edit, undo or redo did to the text, for `textObserver` (set only when there is one).
+    var pendingTextSteps: [AppliedEdit]? = nil
     /// The writes of kept undo histories (`persistUndo`, PersistedUndo.swift); nil: not kept.
     var undoWrites: UndoWriteQueue? = nil
     /// The documents whose text an editor owns (LSP's text synchronisation, DocumentStore+Mirroring.swift):
     /// the store never changes their text by itself; what it would change is proposed instead.
     var mirrored: Set<String> = []
+    /// The leases of other parties coordinating the documents' files (DocumentStore+Coordination.swift).
+    var coordination = CoordinationState()
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -433,7 +442,7 @@ public actor DocumentStore {
         _ handle: String, version: Int64, edits: [TextEdit], encoding: PositionEncoding, label: String?, merge: Bool
     ) throws(DocumentError) -> Int64 {
         try modify(handle, reason: .edited) { (document, textChanged) throws(DocumentError) -> Int64 in
-            try Self.checkEditable(document, version: version)
+            try self.checkEditable(document, version: version)
             let applied: [AppliedEdit]
             do throws(TextBufferError) {
                 applied = try document.buffer.apply(edits: edits, encoding: encoding)
@@ -445,6 +454,7 @@ public actor DocumentStore {
             // per request it sends, as LSP's clients do, without comparing texts. Only a step that
             // changes the text enters the undo history (and so `hasUnsavedChanges`, and autosave).
             document.version += 1
+            if textObserver != nil { pendingTextSteps = applied }
             if applied.contains(where: { !$0.isNoOp }) {
                 document.history.record(applied, label: label, merge: merge)
                 textChanged = true
@@ -475,21 +485,20 @@ public actor DocumentStore {
         _ body: (inout Document) -> [TextEdit]?
     ) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
         try modify(handle, reason: reason) { (document, textChanged) throws(DocumentError) -> (version: Int64, edits: [TextEdit]) in
-            try Self.checkEditable(document, version: version ?? document.version)
+            try self.checkEditable(document, version: version ?? document.version)
             // What the step does to the text, in UTF-8 offsets, for the journal.
-            let changes = journal == nil ? [] : op == .undo ? document.history.editsForUndo() : document.history.editsForRedo()
+            let changes = journal == nil && textObserver == nil ? [] : op == .undo ? document.history.editsForUndo() : document.history.editsForRedo()
             guard let edits = body(&document) else { return (document.version, []) }
             document.version += 1
             textChanged = true
+            if textObserver != nil { pendingTextSteps = changes }
             if journal != nil { pendingJournalChange = JournalChange(history: op, label: nil, edits: changes) }
             return (document.version, edits)
         }
     }
 
-    private static func checkEditable(_ document: Document, version: Int64) throws(DocumentError) {
-        if document.state.contains(.editingDisabled) {
-            throw .editingDisabled(handle: document.handle, reason: "the document is busy")
-        }
+    private func checkEditable(_ document: Document, version: Int64) throws(DocumentError) {
+        if document.state.contains(.editingDisabled) { throw editingDisabledError(document.handle) }
         guard document.version == version else { throw .staleVersion(current: document.version, given: version) }
     }
 
@@ -506,13 +515,20 @@ public actor DocumentStore {
         var wasUnsaved = false
         var changed = false
         var reported = false
+        var version: Int64 = 0
+        var versionChanged = false
         let result = try documents.mutate(handle) { (document) throws(DocumentError) -> T in
             state = document.state
             wasUnsaved = document.hasUnsavedChanges
+            version = document.version
             let result = try body(&document, &changed)
             reported = document.state != state || document.hasUnsavedChanges != wasUnsaved
+            versionChanged = document.version != version
             return result
         }
+        // The text first, then the state: another holder in a daemon applies the change before it
+        // hears of the state it led to.
+        if versionChanged, textObserver != nil { observeText(handle) }
         if reported { reportChange(handle, from: state, wasUnsaved: wasUnsaved, reason: reason) }
         if changed { scheduleAutosave(handle) }
         if journal != nil {

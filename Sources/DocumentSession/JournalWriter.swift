@@ -20,6 +20,9 @@ enum JournalJob: Sendable {
     indirect case rename(handle: String, name: String, record: [UInt8])
     /// Deletes the document's journal (saved, reverted, closed without saving, discarded).
     case drop(handle: String)
+    /// Closes the document's journal without deleting it, flushed, and lets it go: it is a dead
+    /// server's from then on, offered at the file's next open (a daemon's last holder vanished).
+    case release(handle: String)
     /// Makes a dead server's journal this document's, cut at `length`.
     indirect case adopt(handle: String, journal: ClaimedJournal, length: Int)
     /// Deletes every journal of this process (a shutdown without hot exit).
@@ -100,7 +103,7 @@ final class JournalWriter: @unchecked Sendable {
         switch job {
         case .start(_, let name, _, _, _, _, _), .rename(_, let name, _): owned.withLock { _ = $0.insert(name) }
         case .adopt(_, let journal, _): owned.withLock { _ = $0.insert(journal.name) }
-        case .change, .drop, .dropAll, .releaseAll, .copy: break
+        case .change, .drop, .release, .dropAll, .releaseAll, .copy: break
         }
         let first = state.withLock { state -> Bool in
             state.jobs.append(job)
@@ -205,7 +208,7 @@ final class JournalWriter: @unchecked Sendable {
                 JournalCodec.appendChange(change, version: version, unsaved: unsaved, to: &pending[handle, default: JournalBytes()])
                 continue
             case .start(let handle, _, _, _, _, _, _), .rename(let handle, _, _), .drop(let handle), .adopt(let handle, _, _),
-                 .copy(let handle, _):
+                 .copy(let handle, _), .release(let handle):
                 writePending(handle)
             case .dropAll, .releaseAll:
                 for handle in Array(pending.keys) { writePending(handle) }
@@ -254,6 +257,13 @@ final class JournalWriter: @unchecked Sendable {
                 }
             case .drop(let handle):
                 forget(files.removeValue(forKey: handle), delete: true)
+                touched.remove(handle)
+                failed[handle] = nil
+            case .release(let handle):
+                if let file = files.removeValue(forKey: handle) {
+                    try? file.sync()
+                    forget(file, delete: false)
+                }
                 touched.remove(handle)
                 failed[handle] = nil
             case .adopt(let handle, let journal, let length):

@@ -135,10 +135,17 @@ public enum SafeSave {
         /// whether a touched file is a conflict never depends on how busy the machine is.
         public var expectedHash: (@Sendable () -> UInt64?)?
 
+        /// The locks per file across processes (``FileLocks``): the save waits for the file's, so
+        /// that no other server's save and no coordinated command writes at the same time; nil:
+        /// only the directory's lock (step 13) is taken.
+        public var locks: FileLocks?
+
         public init(
             path: String, expected: FileIdentity?, force: Bool = false, createOnly: Bool = false,
-            directoryGuard: (@Sendable (Int32) -> Bool)? = nil, expectedHash: (@Sendable () -> UInt64?)? = nil
+            directoryGuard: (@Sendable (Int32) -> Bool)? = nil, expectedHash: (@Sendable () -> UInt64?)? = nil,
+            locks: FileLocks? = nil
         ) {
+            self.locks = locks
             self.path = path
             self.expected = expected
             self.force = force
@@ -178,6 +185,17 @@ public enum SafeSave {
     ) throws(SaveError) -> Outcome {
         // 1. The real file at the end of any symlink chain, and its directory, opened once.
         let target = try resolveSymlinks(request.path)
+        // 0. The file's own lock across processes, waited for (cancellable) before anything else.
+        var held: FileLocks.Held? = nil
+        if let locks = request.locks {
+            do throws(FileSystemError) {
+                held = try locks.lock(target, exclusive: true, isCancelled: isCancelled)
+            } catch {
+                throw .fileSystem(error)
+            }
+            if held == nil { throw .cancelled }
+        }
+        defer { held?.release() }
         let (directory, name) = split(target)
         let directoryDescriptor: Descriptor
         do {

@@ -61,6 +61,11 @@ extension ErrorCode {
     /// -32031: the method is for another kind of document (a text method on a package, an entry
     /// method on a text document, a store method on a plain package).
     public static let wrongKind = ErrorCode(rawValue: -32031)
+    /// -32032: a lease was refused (`workspace/coordinate`): a document of the file could not be
+    /// saved first; `data` names the document, its uri and the save's own error.
+    public static let coordinationRefused = ErrorCode(rawValue: -32032)
+    /// -32033: no lease of this connection has this id (never granted, or ended already).
+    public static let unknownLease = ErrorCode(rawValue: -32033)
 }
 
 extension FileSystemError {
@@ -183,6 +188,23 @@ extension Server {
                 data: ["document": .string(handle), "kind": .string(kind)])
         case .store(let store):
             return storeError(store)
+        case .coordinated(let handle, let lease, let intent):
+            return ResponseError(
+                .editingDisabled,
+                "Editing document \(handle) is disabled: another party holds lease \(lease) to \(intent) its file; edits and saves wait for the lease to end",
+                data: ["document": .string(handle), "reason": "coordinated", "lease": .string(lease), "intent": .string(intent)])
+        }
+    }
+
+    /// -32032 for a refused lease: the document that could not be saved first, its uri, and the
+    /// save's own error (`code`, `message`, `data`, as `document/save` answers it).
+    static func responseError(_ error: CoordinationError, id: RequestID) -> ResponseError {
+        switch error {
+        case .saveFailed(let handle, let path, let failure):
+            let save = responseError(failure, id: id)
+            return ResponseError(
+                .coordinationRefused, "The lease was refused: document \(handle) could not be saved first: \(save.message)",
+                data: ["document": .string(handle), "uri": .string(FileURI.uri(from: path)), "error": save.json])
         }
     }
 

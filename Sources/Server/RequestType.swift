@@ -87,6 +87,11 @@ extension Server {
             run = { server, request, context in
                 do throws(ResponseError) {
                     let params = try R.decode(request)
+                    if let membership = server.membership, case .object(let members)? = request.params,
+                        case .string(let handle)? = members["document"], !membership.hub.holds(membership.id, handle)
+                    {
+                        throw Server.notHeld(handle)
+                    }
                     if !(params is any PackageAwareRequest), case .object(let members)? = request.params,
                         case .string(let handle)? = members["document"], PackageStore.isPackageHandle(handle)
                     {

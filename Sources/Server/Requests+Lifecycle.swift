@@ -33,11 +33,14 @@ struct InitializeRequest: RequestType {
     /// Whether the client's capabilities carry LSP's `textDocument`: an editor's own LSP client,
     /// which synchronises its buffers with `textDocument/did*` (the LSP mode).
     var editorClient: Bool
+    /// `clientInfo.name`, if given: how other clients of a daemon are told who changed a document.
+    var clientName: String?
 
     init(params: Params) throws(ResponseError) {
         processID = try params.optionalInteger("processId")
+        clientName = nil
         if let clientInfo = try params.optionalObject("clientInfo") {
-            _ = try clientInfo.string("name")
+            clientName = try clientInfo.string("name")
             _ = try clientInfo.optionalString("version")
         }
         trace = try params.optionalEnumeration("trace", TraceLevel.allCases.map(\.rawValue)).flatMap(TraceLevel.init)

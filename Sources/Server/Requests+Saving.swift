@@ -67,5 +67,11 @@ struct CloseDocumentRequest: RequestType, PackageAwareRequest {
 struct CloseDocumentResult: RequestResult {
     /// Whether unsaved changes were saved first.
     var saved: Bool
-    var json: JSONValue { ["saved": .bool(saved)] }
+    /// In a daemon, when other clients still hold the document: how many (only this client's hold
+    /// ended; the document stays open).
+    var holders: Int? = nil
+    var json: JSONValue {
+        guard let holders else { return ["saved": .bool(saved)] }
+        return ["saved": .bool(saved), "holders": .integer(Int64(holders))]
+    }
 }

@@ -20,10 +20,11 @@ extension Server {
             do throws(DocumentError) {
                 // The target (and its pinned descriptor) lives until the file has been read.
                 defer { withExtendedLifetime(target) {} }
-                let document = try await store.open(
+                var document = try await store.open(
                     path: path, encoding: encoding, pinned: pinned,
                     progress: { done, total in progress.report(done: done, total: total) },
                     isCancelled: { context.cancellation.isCancelled })
+                document = await self.holdOpened(document)
                 var info = DocumentInfo(document, includeText: includeText)
                 info.recovery = await store.recoveryOffer(document.handle)
                 info.editedElsewhere = await store.journalsHeldElsewhere(document.handle) > 0
@@ -46,7 +47,7 @@ extension Server {
             do throws(DocumentError) {
                 let document = try await store.create(
                     path: target.path, text: params.text, createAt: target.resolved == nil ? nil : target.operationPath)
-                return DocumentInfo(document, includeText: true)
+                return DocumentInfo(await holdOpened(document), includeText: true)
             } catch {
                 throw Self.responseError(error, id: .null)
             }
@@ -57,7 +58,7 @@ extension Server {
                 let document = try await store.create(
                     inDirectory: directory.path, rule: rule, nameFromFirstLine: nameFromFirstLine, text: params.text,
                     createIn: directory.resolved == nil ? nil : directory.operationPath)
-                return DocumentInfo(document, includeText: true)
+                return DocumentInfo(await holdOpened(document), includeText: true)
             } catch {
                 throw Self.responseError(error, id: .null)
             }
@@ -78,9 +79,10 @@ extension Server {
     func editDocument(_ edit: EditDocumentRequest) async throws(ResponseError) -> EditDocumentResult {
         if store.isOnItsThread { return try editNow(edit) }
         do throws(DocumentError) {
-            let newVersion = try await store.edit(
-                edit.handle, version: edit.version, edits: edit.edits, encoding: positionEncoding, label: edit.label,
-                merge: edit.merge)
+            let encoding = positionEncoding
+            let newVersion = try await attributed { () throws(DocumentError) in
+                try await store.edit(edit.handle, version: edit.version, edits: edit.edits, encoding: encoding, label: edit.label, merge: edit.merge)
+            }
             return EditDocumentResult(version: newVersion)
         } catch {
             throw Self.responseError(error, id: .null)
@@ -90,9 +92,19 @@ extension Server {
     /// `document/edit` run here and now, on the store's thread (the loop): the hot path of a
     /// typing client, without an actor hop's enqueue and dequeue.
     func editNow(_ edit: EditDocumentRequest) throws(ResponseError) -> EditDocumentResult {
-        let result = store.editOnItsThread(
-            edit.handle, version: edit.version, edits: edit.edits, encoding: positionEncoding, label: edit.label,
-            merge: edit.merge)
+        let result: Result<Int64, DocumentError>
+        if let membership {
+            // The edit's own way (predecoded, answered at once) passes no request entry.
+            guard membership.hub.holds(membership.id, edit.handle) else { throw Self.notHeld(edit.handle) }
+            let encoding = positionEncoding
+            result = Hub.$origin.withValue(membership.id) {
+                store.editOnItsThread(edit.handle, version: edit.version, edits: edit.edits, encoding: encoding, label: edit.label, merge: edit.merge)
+            }
+        } else {
+            result = store.editOnItsThread(
+                edit.handle, version: edit.version, edits: edit.edits, encoding: positionEncoding, label: edit.label,
+                merge: edit.merge)
+        }
         switch result {
         case .success(let newVersion): return EditDocumentResult(version: newVersion)
         case .failure(.unknownDocument(let handle)) where PackageStore.isPackageHandle(handle):
@@ -110,9 +122,12 @@ extension Server {
     /// text into the new one (none when there was nothing to undo or redo).
     func undoOrRedo(_ handle: String, version: Int64?, undo: Bool) async throws(ResponseError) -> EditsResult {
         do throws(DocumentError) {
-            let (newVersion, edits) = undo
-                ? try await store.undo(handle, version: version, encoding: positionEncoding)
-                : try await store.redo(handle, version: version, encoding: positionEncoding)
+            let encoding = positionEncoding
+            let (newVersion, edits) = try await attributed { () throws(DocumentError) in
+                undo
+                    ? try await store.undo(handle, version: version, encoding: encoding)
+                    : try await store.redo(handle, version: version, encoding: encoding)
+            }
             return EditsResult(version: newVersion, edits: edits)
         } catch {
             throw Self.responseError(error, id: .null)

@@ -40,7 +40,9 @@ extension Server {
         await forgetClosedClientStates()
         var entries: [SnapshotEntry] = []
         var copies: [(name: String, bytes: [UInt8])] = []
-        for handle in await store.handles {
+        // A daemon's client snapshots the documents it holds, not every client's.
+        let held = membership.map { $0.hub.held($0.id) }
+        for handle in await store.handles where held?.contains(handle) ?? true {
             do throws(DocumentError) {
                 let document = try await store.document(handle)
                 var entry = SnapshotEntry(
@@ -123,6 +125,7 @@ extension Server {
                     throw Self.responseError(error, id: .null, field: "uri")
                 }
                 let handle = document.handle
+                _ = await holdOpened(document)
                 if let placed, !openBefore.contains(handle), await store.recoveryOfferName(handle) == placed {
                     do throws(DocumentError) {
                         let (version, edits, inConflict) = try await store.recover(handle, encoding: positionEncoding)

@@ -8,7 +8,10 @@ extension Server {
     /// ``DocumentStore/recover(_:encoding:)``).
     func recover(_ params: RecoverRequest) async throws(ResponseError) -> RecoverResult {
         do throws(DocumentError) {
-            let (version, edits, inConflict) = try await store.recover(params.handle, encoding: positionEncoding)
+            let encoding = positionEncoding
+            let (version, edits, inConflict) = try await attributed { () throws(DocumentError) in
+                try await store.recover(params.handle, encoding: encoding)
+            }
             let unsaved = (try? await store.document(params.handle).hasUnsavedChanges) ?? true
             return RecoverResult(version: version, edits: edits, inConflict: inConflict, hasUnsavedChanges: unsaved)
         } catch {

@@ -26,21 +26,35 @@ extension Server {
         // (every LSP client must support it).
         let chosen = params.positionEncodings?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
 
+        if membership != nil, params.editorClient {
+            throw ResponseError(
+                .invalidRequest,
+                "the LSP mode (capabilities.textDocument) is served by `docsession serve`, one editor per server; a daemon's clients use the document/* methods",
+                data: ["field": "params.capabilities.textDocument"])
+        }
         positionEncoding = chosen
         if let narrowedRoots { roots = narrowedRoots }
-        await store.setRoots(roots)
+        // A daemon's store is shared: its roots are the daemon's (each connection's own narrowing
+        // still applies to the paths it names), and its settings are the first client's.
+        let ownsSettings = membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen) } ?? true
+        if membership == nil {
+            await store.setRoots(roots)
+            await store.setFileLocks(configuration.fileLocks)
+        }
         if let traceLevel = params.trace { trace = traceLevel }
         lifecycle = .running
-        await store.setAutosave(params.autosave)
-        await store.setPositionEncoding(chosen)
+        if ownsSettings {
+            await store.setAutosave(params.autosave)
+            if let delay = params.flushDelay { await store.setJournalFlushDelay(.milliseconds(delay)) }
+            if params.persistUndo { await startPersistingUndo() }
+        }
+        if membership == nil { await store.setPositionEncoding(chosen) }
         hotExit = params.hotExit
-        if let delay = params.flushDelay { await store.setJournalFlushDelay(.milliseconds(delay)) }
-        if let pid = params.processID { await watchClient(pid) }
-        if params.persistUndo { await startPersistingUndo() }
+        if membership == nil, let pid = params.processID { await watchClient(pid) }
         if params.editorClient { startEditorSync() }
         let journaling = await store.journaling
         return InitializeResult(
-            positionEncoding: chosen, maxMessageSize: configuration.maxMessageSize, autosave: params.autosave,
+            positionEncoding: chosen, maxMessageSize: configuration.maxMessageSize, autosave: await store.autosavePolicy,
             watchFiles: configuration.watchFiles, keepsVersions: await store.keepsVersions, roots: roots,
             journal: journaling, flushDelay: Int64(await store.journalFlushDelayMilliseconds), hotExit: params.hotExit,
             persistUndo: await store.persistsUndo, handoff: snapshots != nil, editorClient: params.editorClient)
@@ -116,6 +130,14 @@ extension Server {
         editorSync.outgoing.abandonAll()
         // Live queries end: no workspace/didChangeFiles after the response.
         await stopAllQueries()
+        // The leases held end: the documents they held edit again, their files checked.
+        await endAllCoordinations()
+        if membership != nil {
+            // A daemon's client: only its own holds end (the store and the other clients go on);
+            // without hot exit, what it alone held unsaved is dropped.
+            await releaseAllHolds(keepJournals: hotExit)
+            return NullResult()
+        }
         // Nothing is saved after shutdown, autosave included.
         await store.setAutosave(.off)
         // The versions of the last saves are written before the answer (up to 10 s; they are

@@ -69,6 +69,7 @@ extension Server {
         let (document, recovered) = try await packageCall { () throws(DocumentError) in
             try await packages.open(path: target.path, kind: kind, storeOptions: params.storeOptions ?? StoreOptions())
         }
+        holdPackage(document)
         return PackageInfo(document: document, recovered: recovered)
     }
 
@@ -82,6 +83,7 @@ extension Server {
         let document = try await packageCall { () throws(DocumentError) in
             try await packages.create(path: target.path, kind: kind, storeOptions: params.storeOptions ?? StoreOptions())
         }
+        holdPackage(document)
         return PackageInfo(document: document)
     }
 
@@ -173,7 +175,8 @@ extension Server {
     }
 
     func closePackage(_ params: CloseDocumentRequest) async throws(ResponseError) -> CloseDocumentResult {
-        CloseDocumentResult(saved: try await packageCall { () throws(DocumentError) in
+        if let released = releaseIfShared(params.handle) { return released }
+        return CloseDocumentResult(saved: try await packageCall { () throws(DocumentError) in
             try await packages.close(params.handle, discard: params.policy == .never)
         })
     }

@@ -16,7 +16,9 @@ extension Server {
         // In request order, like an edit: requests sent after it see its outcome (the file is read
         // and merged off the actor, but the queue waits for it).
         do throws(DocumentError) {
-            let (newVersion, edits) = try await store.resolveConflict(handle, params.resolution, version: params.version, encoding: encoding)
+            let (newVersion, edits) = try await attributed { () throws(DocumentError) in
+                try await store.resolveConflict(handle, params.resolution, version: params.version, encoding: encoding)
+            }
             return .resolved(version: newVersion, edits: edits)
         } catch {
             if case .mergeConflicts(let regions) = error, let document = try? await store.document(handle) {
@@ -57,8 +59,10 @@ extension Server {
     /// like an edit.
     func restoreVersion(_ params: RestoreVersionRequest, _ context: RequestContext) async throws(ResponseError) -> EditsResult {
         do throws(DocumentError) {
-            let (newVersion, edits) = try await store.restoreVersion(
-                params.handle, id: params.id, version: params.version, encoding: positionEncoding)
+            let encoding = positionEncoding
+            let (newVersion, edits) = try await attributed { () throws(DocumentError) in
+                try await store.restoreVersion(params.handle, id: params.id, version: params.version, encoding: encoding)
+            }
             return EditsResult(version: newVersion, edits: edits)
         } catch {
             throw Self.responseError(error, id: context.id)

@@ -48,9 +48,11 @@ extension Server {
         } catch {
             throw Self.responseError(error, id: context.id)
         }
+        let membership = membership
         return .later {
             do throws(DocumentError) {
-                return .success(DocumentInfo(try await store.finishRevert(ticket), includeText: includeText))
+                let reverted = try await Self.attributed(to: membership) { () throws(DocumentError) in try await store.finishRevert(ticket) }
+                return .success(DocumentInfo(reverted, includeText: includeText))
             } catch {
                 // The revert reads with the document's own encoding, so no hint to name one.
                 return .failure(Self.responseError(error, id: context.id, encodingWasNamed: true))
@@ -64,6 +66,7 @@ extension Server {
         let handle = params.handle
         let policy = params.policy
         let store = store
+        if let released = releaseIfShared(handle) { return .now(released) }
         // A close that will save re-checks the path as document/save does (-32022: nothing is
         // written, the document stays open).
         if policy == .ifChanged, roots != nil, (try? await store.document(handle))?.hasUnsavedChanges == true {

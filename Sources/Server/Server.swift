@@ -42,10 +42,14 @@ public actor Server: MessageHandler {
         /// Whether unsaved changes are journaled under the state directory (`journal/`), so that
         /// they survive the process's death (`--no-journal`: not).
         public var journal: Bool
+        /// The locks per file across processes that every save takes (``FileLocks``, under the
+        /// user's runtime directory); nil: only the directory's lock.
+        public var fileLocks: FileLocks?
         public init(
             maxMessageSize: Int = 64 << 20, stateDirectory: String? = nil, watchFiles: Bool = true, roots: SandboxRoots? = nil,
-            journal: Bool = true
+            journal: Bool = true, fileLocks: FileLocks? = nil
         ) {
+            self.fileLocks = fileLocks
             self.maxMessageSize = maxMessageSize
             self.stateDirectory = stateDirectory
             self.watchFiles = watchFiles
@@ -92,12 +96,57 @@ public actor Server: MessageHandler {
     let mirrorEvents: MirrorEventRoute
     /// The open package and managed documents (Server+Packages.swift); its executor is the server's.
     let packages: PackageStore
+    /// In a daemon (``Hub``): this connection's place among the clients sharing the stores; nil
+    /// for a server of its own (`docsession serve`).
+    let membership: Membership?
+    /// The leases this connection holds (`workspace/coordinate`, Server+Coordination.swift).
+    var coordinations = Coordinations()
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
+        let route = MirrorEventRoute()
+        let stores = Self.makeStores(configuration: configuration, logger: logger, documentEvents: { event in
+            if route.take(event) { return }
+            Self.send(event, to: writer)
+        }, packageEvents: { event in
+            Self.sendPackageEvent(event, to: writer)
+        })
+        self.init(writer: writer, logger: logger, configuration: configuration, stores: stores, mirrorEvents: route, membership: nil)
+    }
+
+    /// A server over stores it may share with other servers (a daemon's connections: ``Hub``).
+    init(
+        writer: MessageWriter, logger: Logger, configuration: Configuration, stores: Stores, mirrorEvents: MirrorEventRoute,
+        membership: Membership?
+    ) {
         self.roots = configuration.roots
         self.writer = writer
         self.logger = logger
         self.configuration = configuration
+        self.store = stores.store
+        self.packages = stores.packages
+        self.mirrorEvents = mirrorEvents
+        self.membership = membership
+        if let directory = configuration.stateDirectory {
+            do throws(FileSystemError) {
+                snapshots = try Workspace.openSnapshots(inStateDirectory: directory)
+            } catch {
+                snapshotsUnavailable = "the state directory cannot be used: \(error.message)"
+                logger.warning("sessions cannot be handed off: \(error.message)")
+            }
+        }
+    }
+
+    /// The document stores a server works on: its own, or a daemon's, shared.
+    struct Stores: Sendable {
+        let store: DocumentStore
+        let packages: PackageStore
+    }
+
+    /// The stores for `configuration`, their events going to `documentEvents` and `packageEvents`.
+    static func makeStores(
+        configuration: Configuration, logger: Logger, documentEvents: @escaping @Sendable (DocumentEvent) -> Void,
+        packageEvents: @escaping @Sendable (DocumentEvent) -> Void
+    ) -> Stores {
         var versions: VersionStore? = nil
         var unavailable = "the server was started without a state directory"
         var journal: JournalDirectory? = nil
@@ -112,59 +161,62 @@ public actor Server: MessageHandler {
             if !configuration.journal {
                 journalUnavailable = "the server was started with --no-journal"
             } else {
-            do throws(FileSystemError) {
-                journal = try Workspace.openJournal(inStateDirectory: directory)
-            } catch {
-                journalUnavailable = "the journal directory cannot be used: \(error.message)"
-                logger.warning("unsaved changes are not journaled (they die with the process): \(error.message)")
-            }
-            }
-        }
-        let route = MirrorEventRoute()
-        mirrorEvents = route
-        store = DocumentStore(events: { event in
-            if route.take(event) { return }
-            switch event.kind {
-            case .stateChanged:
-                writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
-            case .textChanged(let edits):
-                writer.send(Notification(method: "document/didChange", params: [
-                    "document": .string(event.handle), "uri": .string(FileURI.uri(from: event.path)),
-                    "version": .integer(event.version), "reason": "external", "edits": .array(edits.map(Self.json)),
-                ]))
-            case .moved(let oldPath):
-                writer.send(Notification(method: "document/didMove", params: [
-                    "document": .string(event.handle), "oldUri": .string(FileURI.uri(from: oldPath)),
-                    "uri": .string(FileURI.uri(from: event.path)),
-                    "displayName": .string(Document.displayName(forPath: event.path)),
-                    "fileType": .string(FileType.identifier(forPath: event.path)),
-                ]))
-            case .reloadProposed:
-                // Only mirrored documents propose reloads, and their events were taken above.
-                break
-            case .entriesChanged:
-                // Only packages' (below).
-                break
-            }
-        }, watchFiles: configuration.watchFiles, versions: versions, versionsUnavailableReason: versions == nil ? unavailable : nil,
-           journal: journal, journalUnavailableReason: journal == nil ? journalUnavailable : nil)
-        packages = PackageStore(events: { event in
-            switch event.kind {
-            case .entriesChanged(let entries, let store):
-                writer.send(Notification(method: "document/didChange", params: Self.didChangeEntries(event, entries: entries, store: store)))
-            default:
-                writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
-            }
-        }, watchFiles: configuration.watchFiles, stateDirectory: configuration.stateDirectory,
-           executor: store.executor)
-        if let directory = configuration.stateDirectory {
-            do throws(FileSystemError) {
-                snapshots = try Workspace.openSnapshots(inStateDirectory: directory)
-            } catch {
-                snapshotsUnavailable = "the state directory cannot be used: \(error.message)"
-                logger.warning("sessions cannot be handed off: \(error.message)")
+                do throws(FileSystemError) {
+                    journal = try Workspace.openJournal(inStateDirectory: directory)
+                } catch {
+                    journalUnavailable = "the journal directory cannot be used: \(error.message)"
+                    logger.warning("unsaved changes are not journaled (they die with the process): \(error.message)")
+                }
             }
         }
+        let store = DocumentStore(
+            events: documentEvents, watchFiles: configuration.watchFiles, versions: versions,
+            versionsUnavailableReason: versions == nil ? unavailable : nil,
+            journal: journal, journalUnavailableReason: journal == nil ? journalUnavailable : nil)
+        let packages = PackageStore(
+            events: packageEvents, watchFiles: configuration.watchFiles, stateDirectory: configuration.stateDirectory,
+            executor: store.executor)
+        return Stores(store: store, packages: packages)
+    }
+
+    /// Writes a text document's event as the protocol's notification.
+    static func send(_ event: DocumentEvent, to writer: MessageWriter) {
+        switch event.kind {
+        case .stateChanged:
+            writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
+        case .textChanged(let edits):
+            writer.send(Notification(method: "document/didChange", params: [
+                "document": .string(event.handle), "uri": .string(FileURI.uri(from: event.path)),
+                "version": .integer(event.version), "reason": "external", "edits": .array(edits.map(Self.json)),
+            ]))
+        case .moved(let oldPath):
+            writer.send(Notification(method: "document/didMove", params: Self.didMoveParams(event, oldPath: oldPath)))
+        case .reloadProposed:
+            // Only mirrored documents propose reloads, and their events were taken before.
+            break
+        case .entriesChanged:
+            // Only packages' (below).
+            break
+        }
+    }
+
+    /// Writes a package document's event as the protocol's notification.
+    static func sendPackageEvent(_ event: DocumentEvent, to writer: MessageWriter) {
+        switch event.kind {
+        case .entriesChanged(let entries, let store):
+            writer.send(Notification(method: "document/didChange", params: Self.didChangeEntries(event, entries: entries, store: store)))
+        default:
+            writer.send(Notification(method: "document/stateChanged", params: Self.json(event)))
+        }
+    }
+
+    static func didMoveParams(_ event: DocumentEvent, oldPath: String) -> JSONValue {
+        [
+            "document": .string(event.handle), "oldUri": .string(FileURI.uri(from: oldPath)),
+            "uri": .string(FileURI.uri(from: event.path)),
+            "displayName": .string(Document.displayName(forPath: event.path)),
+            "fileType": .string(FileType.identifier(forPath: event.path)),
+        ]
     }
 
     // MARK: - Method table
@@ -247,6 +299,8 @@ public actor Server: MessageHandler {
         RequestEntry(DeleteEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.deleteEntry(params)) },
         RequestEntry(ExecuteStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.executeStore(params)) },
         RequestEntry(QueryStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.queryStore(params)) },
+        RequestEntry(CoordinateRequest.self) { server, params, context throws(ResponseError) in try await server.coordinate(params, context) },
+        RequestEntry(EndCoordinationRequest.self) { server, params, context throws(ResponseError) in try await server.endCoordination(params, context) },
         RequestEntry(ExecuteCommandRequest.self) { server, params, context throws(ResponseError) in try await server.executeCommand(params, context) },
     ]
 
@@ -390,6 +444,14 @@ public actor Server: MessageHandler {
 
     public func inputEnded(midMessage: Bool) async -> Int32 {
         let status: Int32 = lifecycle == .shutDown ? 0 : 1
+        // The coordinating process is gone: its leases end, and the documents they held edit again.
+        await endAllCoordinations()
+        if membership != nil {
+            // A daemon's client vanished: its holds end, and what it alone held unsaved stays in
+            // the journal, offered at the next open.
+            await releaseAllHolds(keepJournals: true)
+            return status
+        }
         if status != 0 { logger.warning("input ended without shutdown and exit; exiting with status 1") }
         // No answer will come to the requests still waiting.
         editorSync.outgoing.abandonAll()

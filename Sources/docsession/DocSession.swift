@@ -23,7 +23,7 @@ struct DocSession: AsyncParsableCommand {
             Logs go to stderr (warnings and above unless --log-level says otherwise) or to --log-file.
             """,
         version: Server.version,
-        subcommands: [Serve.self, Demo.self, Call.self, Run.self, ReplayCommand.self],
+        subcommands: [Serve.self, Demo.self, Call.self, Run.self, ReplayCommand.self, Daemon.self, Connect.self, Coordinate.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -55,6 +55,11 @@ struct Serve: AsyncParsableCommand {
 
     @Flag(name: .long, help: "Do not watch the documents' files for changes by other programs.")
     var noWatch = false
+
+    @OptionGroup var runtime: RuntimeDirectoryOptions
+
+    @Flag(name: .long, help: "Do not take each file's lock under the runtime directory while saving (saves still lock their directory): then neither other servers' saves nor `docsession coordinate` hold this server's saves back.")
+    var noFileLocks = false
 
     @Flag(name: .long, help: "Do not journal unsaved changes (by default they are kept under the state directory's journal/, flushed within initializationOptions.flushDelay, so that they survive the process's death).")
     var noJournal = false
@@ -112,7 +117,7 @@ struct Serve: AsyncParsableCommand {
             writer: writer, logger: logger,
             configuration: Server.Configuration(
                 maxMessageSize: maxMessageSize.bytes, stateDirectory: stateDir ?? StateDirectory.default,
-                watchFiles: !noWatch, roots: sandbox, journal: !noJournal))
+                watchFiles: !noWatch, roots: sandbox, journal: !noJournal, fileLocks: noFileLocks ? nil : runtime.fileLocks(logger: logger)))
         // SIGTERM, SIGHUP and SIGINT end the process as the end of input would, after the journals
         // of unsaved changes are flushed (status 128 + the signal, as the shell reports it).
         do {

@@ -364,6 +364,35 @@ SESSIONS: dict[str, dict[str, Any]] = {
             ("req", "document/close", {"document": "p1", "save": "never"}),
         ] + ENDED,
     },
+    # Coordination (protocol/README.md §14.3): leases to read (a save first; a failed save -32032)
+    # and to write, delete and move (nothing changes on disk here), unknown leases -32033, bad params.
+    "coordination": {
+        "fixtures": {"notes.txt": NOTES, "latin1.txt": b"caf\xe9\n"},
+        "steps": STARTED + [
+            ("req", "document/open", {"uri": uri("notes.txt"), "includeText": False}),
+            edit("d1", 1, 2, 0, "Third line\n"),
+            ("req", "workspace/coordinate", {"uri": uri("notes.txt"), "intent": "read"}),  # saved first
+            ("req", "workspace/endCoordination", {"lease": "l1"}),
+            ("req", "workspace/coordinate", {"uri": uri("notes.txt"), "intent": "write"}),
+            ("req", "workspace/coordinate", {"uri": uri("notes.txt"), "intent": "delete"}),
+            ("req", "workspace/endCoordination", {"lease": "l2"}),  # held by l3
+            ("req", "workspace/endCoordination", {"lease": "l3"}),
+            ("req", "workspace/endCoordination", {"lease": "l3"}),  # -32033: ended already
+            ("req", "workspace/coordinate", {"uri": uri("notes.txt"), "intent": "move", "destination": uri("notes.md")}),
+            ("req", "workspace/endCoordination", {"lease": "l4"}),  # not moved: unchanged
+            ("req", "workspace/coordinate", {"uri": uri("nothing.txt"), "intent": "write"}),  # no document
+            ("req", "workspace/endCoordination", {"lease": "l5"}),
+            ("req", "workspace/coordinate", {"uri": uri("notes.txt"), "intent": "append"}),  # -32602
+            ("req", "workspace/coordinate", {"uri": uri("notes.txt"), "intent": "write", "destination": uri("notes.md")}),  # -32602
+            ("req", "workspace/coordinate", {"uri": uri("notes.txt"), "intent": "move"}),  # -32602
+            ("req", "workspace/endCoordination", {}),  # -32602
+            ("req", "document/open", {"uri": uri("latin1.txt"), "encoding": "iso-8859-1", "includeText": False}),
+            edit("d2", 1, 0, 4, " \U0001F600"),
+            ("req", "workspace/coordinate", {"uri": uri("latin1.txt"), "intent": "read"}),  # -32032 (-32018 inside)
+            ("req", "workspace/endCoordination", {"lease": "l6"}),  # -32033: refused
+            ("req", "document/close", {"document": "d2", "save": "never"}),
+        ] + ENDED,
+    },
 }
 
 

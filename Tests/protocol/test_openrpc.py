@@ -95,6 +95,8 @@ CLIENT_TO_SERVER = {
     # The LSP mode (README §12).
     "textDocument/didOpen", "textDocument/didChange", "textDocument/willSave", "textDocument/didSave",
     "textDocument/didClose", "workspace/executeCommand",
+    # Coordination (README §14.3).
+    "workspace/coordinate", "workspace/endCoordination",
 }
 SERVER_TO_CLIENT = {
     "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
@@ -142,6 +144,8 @@ PARAMS_TYPES = {
     "document/didMove": "DidMoveParams",
     "workspace/query": "QueryParams",
     "workspace/stopQuery": "StopQueryParams",
+    "workspace/coordinate": "CoordinateParams",
+    "workspace/endCoordination": "EndCoordinationParams",
     "workspace/didChangeFiles": "DidChangeFilesParams",
     "textDocument/didOpen": "DidOpenTextDocumentParams",
     "textDocument/didChange": "DidChangeTextDocumentParams",
@@ -1410,8 +1414,14 @@ def kept_versions(directory: Path) -> int:
     as versions (temp files, written before their rename into a slot, are not counted)."""
     if not directory.is_dir():
         return 0
-    return sum(1 for slot in directory.iterdir() if slot.is_dir() and not slot.name.startswith(".")
-               for entry in slot.iterdir() if entry.suffix in (".saved", ".conflict"))
+    while True:
+        try:
+            return sum(1 for slot in directory.iterdir() if slot.is_dir() and not slot.name.startswith(".")
+                       for entry in slot.iterdir() if entry.suffix in (".saved", ".conflict"))
+        except FileNotFoundError:
+            # A slot removed while it was listed (a save as moves the versions to the new file's
+            # slot and removes the emptied one; seen in a clean-clone run under load): list again.
+            continue
 
 
 def wait_for_versions(directory: Path, count: int, timeout: float = 10) -> None:
@@ -1439,8 +1449,75 @@ def match_version_ids(expected: str, got: str, ids: dict[str, str], pattern: re.
     return pattern.sub(lambda m: mapping.get(m.group(0), m.group(0)), got)
 
 
+SHARED_LINE = re.compile(r"([a-z]+) (-->|<--) (.*)")
+
+
+def replay_shared(lines: list[str]) -> None:
+    """Runs a transcript of several clients of one daemon (`$ docsession connect`, README §14):
+    each line names its client (`alpha --> {...}`, `beta <-- {...}`); every client is a
+    `docsession connect` process of its own, started at its first line, all with one fresh runtime
+    directory, so the first starts the daemon. Every server message must match a `<--` line of
+    its client, in order; the daemon is ended afterwards."""
+    import signal
+    import tempfile
+    runtime = Path(tempfile.mkdtemp(prefix="docsession-protocol-run-"))
+    clients: dict[str, RpcClient] = {}
+    pending: dict[str, bytes] = {}
+
+    def flush() -> None:
+        for name, data in pending.items():
+            if data:
+                clients[name].send_raw(data)
+        pending.clear()
+
+    try:
+        for number, line in enumerate(lines, 1):
+            where = f"transcript line {number}: {line[:80]}"
+            if not line.strip() or line.startswith("#"):
+                continue
+            if line == "(fixtures)":
+                make_fixtures()
+                continue
+            if m := re.fullmatch(r'\(file (\S+) now holds (".*")\)', line):
+                flush()
+                change_fixture(m.group(1), json.loads(m.group(2)))
+                continue
+            m = SHARED_LINE.fullmatch(line)
+            assert m, f"{where}: not transcript notation for several clients"
+            name, arrow, body = m.groups()
+            if name not in clients:
+                clients[name] = RpcClient(need_binary(), args=("connect", "--runtime-dir", str(runtime / "run")))
+            if arrow == "-->":
+                pending[name] = pending.get(name, b"") + frame(body.encode("utf-8"))
+                continue
+            flush()
+            try:
+                got = clients[name].read_frame()
+            except (TimeoutError, EOFError) as error:
+                raise AssertionError(f"{where}: {error}") from None
+            validate_server_message(got.message)
+            got_text = normalise_volatile_text(normalise_timing(got.body.decode("utf-8")))
+            assert got_text == normalise_volatile_text(normalise_timing(body)), where
+        flush()
+        for name, client in clients.items():
+            client.close_input()
+            client.wait()
+            leftover = client.drain()
+            assert leftover == [], f"messages to {name} the transcript does not show: {leftover}"
+    finally:
+        for client in clients.values():
+            client.kill()
+        try:
+            os.kill(int((runtime / "run" / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+        subprocess.run(["rm", "-rf", str(runtime)], check=False)
+
+
 def replay(lines: list[str]) -> None:
     """Runs one transcript against a fresh server; every server message must match a `<--` line."""
+    if lines and lines[0] == "$ docsession connect":
+        return replay_shared(lines[1:])
     args: list[str] = []
     if lines and lines[0].startswith("$ docsession"):
         args = lines[0].split()[2:]

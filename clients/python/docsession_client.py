@@ -83,6 +83,8 @@ ENTRY_ERROR = -32028
 STORE_ERROR = -32029
 STATEMENT_REFUSED = -32030
 WRONG_KIND = -32031
+COORDINATION_REFUSED = -32032
+UNKNOWN_LEASE = -32033
 REQUEST_CANCELLED = -32800
 CONTENT_MODIFIED = -32801
 
@@ -263,20 +265,23 @@ class Client:
     """A connection to one ``docsession`` process over its stdin and stdout.
 
     ``args`` are passed after ``--stdio`` (``["--state-dir", DIR]``, ``["--no-watch"]``, ...).
+    ``command``, when given, is the whole command line instead: ``["docsession", "connect"]`` shares
+    documents with every other client of the user's daemon (README §14), whose edits then arrive as
+    ``document/didChange`` and are applied to the ``Document``s like any other.
     ``on_notification`` is called for every notification, on a dispatch thread of its own (it may
     send requests). Notifications are also kept for `wait_for_notification`; ``on_stderr`` gets
     the server's stderr in chunks (by default the last 64 KiB are kept in `stderr_tail`).
     ``on_message("-->" | "<--", message)`` sees every message sent and received (a wire log).
     """
 
-    def __init__(self, args: Sequence[str] = (), *, binary: Optional[str] = None,
+    def __init__(self, args: Sequence[str] = (), *, binary: Optional[str] = None, command: Optional[Sequence[str]] = None,
                  on_notification: Optional[NotificationCallback] = None,
                  on_stderr: Optional[Callable[[bytes], None]] = None,
                  on_message: Optional[Callable[[str, dict], None]] = None,
                  env: Optional[Mapping[str, str]] = None, keep_notifications: int = 10000) -> None:
         self.binary = binary or default_binary()
         self.process = subprocess.Popen(
-            [self.binary, "--stdio", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            list(command) if command is not None else [self.binary, "--stdio", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=dict(env) if env is not None else None)
         self.position_encoding = "utf-16"
         self.capabilities: dict = {}
@@ -784,6 +789,31 @@ class Client:
         """``session/discardSnapshot``: removes a snapshot not restored, with the unsaved work it
         holds. Raises `RpcError` ``NO_SNAPSHOT`` (-32026)."""
         self.request("session/discardSnapshot", {"snapshot": snapshot}, timeout)
+
+    # -- coordination ---------------------------------------------------------------------
+
+    def coordinate(self, path: Union[str, os.PathLike], intent: str, *,
+                   destination: Union[str, os.PathLike, None] = None, timeout: float = 30.0) -> dict:
+        """``workspace/coordinate``: a lease on a file for another party (NSFileCoordinator).
+        ``intent`` is ``read`` (open documents of the file save their unsaved changes first),
+        ``write``, ``delete`` or ``move`` (they stop editing and saving until the lease ends);
+        ``destination`` (a path or URI) for ``move`` only. Returns ``{lease, intent, documents,
+        saved}``. Raises `RpcError` ``COORDINATION_REFUSED`` (-32032, a save failed: ``data`` has
+        ``document``, ``uri`` and the save's ``error``)."""
+        params: dict[str, Any] = {"uri": _to_uri(path), "intent": intent}
+        if destination is not None:
+            params["destination"] = _to_uri(destination)
+        return self.request("workspace/coordinate", params, timeout)
+
+    def end_coordination(self, lease: Union[str, Mapping[str, Any]], *, timeout: float = 30.0) -> dict[str, str]:
+        """``workspace/endCoordination``: ends a lease (its id, or what `coordinate` returned); the
+        documents it held check their file and edit again. Returns each document's outcome by
+        handle: ``unchanged``, ``reloaded``, ``conflict``, ``deleted``, ``moved``, ``closed`` or
+        ``held`` (another lease still holds it). The local copies follow the notifications.
+        Raises `RpcError` ``UNKNOWN_LEASE`` (-32033)."""
+        lease_id = lease if isinstance(lease, str) else lease["lease"]
+        result = self.request("workspace/endCoordination", {"lease": lease_id}, timeout)
+        return {entry["document"]: entry["outcome"] for entry in result["documents"]}
 
     def _adopt(self, info: dict) -> "Document":
         # Runs first as a hook on the reader thread (so notifications that follow find the

@@ -166,7 +166,7 @@ enum Sandbox {
 
     /// The params members that name files (`uri`, and the workspace's `to` and `from`) and
     /// directories (`directory`, `root`).
-    static let fileMembers = ["uri", "to", "from"]
+    static let fileMembers = ["uri", "to", "from", "destination"]
     static let directoryMembers = ["directory", "root"]
 
     static func confine(params: JSONValue?) -> JSONValue? {

@@ -52,6 +52,7 @@ int cfs_open_path_only(const char *path);
 #include "cfs_transfer.h"
 #include "cfs_crc32c.h"
 #include "cfs_process.h"
+#include "cfs_locks.h"
 
 /// Unless GLIBC_TUNABLES already names `glibc.malloc.tcache_count`, re-executes this program
 /// (/proc/self/exe, the same argv) with that tunable set to `count` put before GLIBC_TUNABLES' own, so
@@ -59,5 +60,25 @@ int cfs_open_path_only(const char *path);
 /// not re-execute: 0 when the tunable was already there (or the process is set-user-ID, whose
 /// GLIBC_TUNABLES glibc drops), -1 when the exec failed (errno set; the program goes on as it is).
 int cfs_reexec_with_tcache_count(char *const argv[], int count);
+
+// Unix sockets and detached processes (cfs_socket.c), for the daemon's socket
+// (SystemCalls/UnixSocket.swift): accept4 and struct ucred need _GNU_SOURCE, and Swift does not see
+// POSIX_SPAWN_SETSID.
+
+/// accept4(2) with SOCK_CLOEXEC: the connection is blocking (whatever the listener is) and closed on
+/// exec. Returns the descriptor, or -1 with errno (EAGAIN when none is waiting on a non-blocking
+/// listener).
+int cfs_accept_cloexec(int listener);
+
+/// getsockopt(SO_PEERCRED) on a connected Unix socket: the peer's process, user and group as they
+/// were when it connected. Returns 0, or -1 with errno.
+int cfs_peer_credentials(int socket, int *pid, unsigned int *uid, unsigned int *gid);
+
+/// posix_spawn(3) (posix_spawnp(3) with `search_path`) of `path` with `argv` and this process's
+/// environment, every signal at its default disposition and none blocked. With `detach`, the child
+/// starts a new session (POSIX_SPAWN_SETSID) with stdin on /dev/null and stdout and stderr on
+/// `output` (/dev/null when -1); without, it inherits the standard descriptors. Returns 0 with the
+/// child's id in *pid, or -1 with errno.
+int cfs_spawn(const char *path, char *const argv[], int search_path, int detach, int output, int *pid);
 
 #endif

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from docsession_client import (  # noqa: E402
-    NO_RECOVERY, NO_SNAPSHOT, UNKNOWN_DOCUMENT, UNSAVED_CHANGES, Client, ConnectionClosed, Document, RpcError,
+    EDITING_DISABLED, NO_RECOVERY, NO_SNAPSHOT, UNKNOWN_DOCUMENT, UNKNOWN_LEASE, UNSAVED_CHANGES, Client, ConnectionClosed, Document, RpcError,
     apply_text_edits, default_binary, make_range, offset_to_position, path_to_uri,
     position_to_offset,
 )
@@ -434,6 +434,31 @@ def test_move_updates_the_uri(start, tmp_path: Path) -> None:
     assert target.read_text() == "still moving\n"
 
 
+def test_coordinate_read_then_write(start, tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    write(f, "one\n")
+    c = start()
+    doc = c.open(f)
+    doc.edit(doc.range(0), "zero ")
+    # A reader: the unsaved edit is saved first.
+    lease = c.coordinate(f, "read")
+    assert lease == {"lease": "l1", "intent": "read", "documents": [doc.handle], "saved": [doc.handle]}
+    assert f.read_text() == "zero one\n"
+    assert c.end_coordination(lease) == {doc.handle: "unchanged"}
+    # A writer: the document stands aside, then takes what was written.
+    lease = c.coordinate(f, "write")
+    assert "editingDisabled" in doc.flags
+    with pytest.raises(RpcError) as refused:
+        doc.edit(doc.range(0), "x")
+    assert refused.value.code == EDITING_DISABLED and refused.value.data["lease"] == "l2"
+    write(f, "formatted\n")
+    assert c.end_coordination(lease["lease"]) == {doc.handle: "reloaded"}
+    assert doc.text == "formatted\n" and "editingDisabled" not in doc.flags
+    with pytest.raises(RpcError) as unknown:
+        c.end_coordination("l2")
+    assert unknown.value.code == UNKNOWN_LEASE and unknown.value.data == {"lease": "l2"}
+
+
 def test_deletion_is_reported(start, tmp_path: Path) -> None:
     f = tmp_path / "gone.txt"
     write(f, "bye\n")
@@ -771,3 +796,45 @@ def test_a_managed_document_executes_queries_undoes_and_saves(start, tmp_path: P
         assert published.execute("SELECT title FROM books").fetchall() == [("Dune",)]
     assert sorted(p.name for p in (path / "StoreContent").iterdir()) == ["persistentStore"]
     assert db.close() is False
+
+
+# ------------------------------------------------------------------ through the daemon
+
+def test_two_clients_through_connect_apply_each_others_edits(tmp_path: Path) -> None:
+    """Only the command changes (`docsession connect`): both Documents follow one document,
+    each client applying the other's edits, in its own encoding."""
+    path = tmp_path / "shared.txt"
+    write(path, TEXT)
+    runtime = tmp_path / "run"
+    command = [BINARY, "connect", "--runtime-dir", str(runtime), "--state-dir", str(tmp_path / "state")]
+    first, second = Client(command=command), Client(command=command)
+    try:
+        first.initialize(position_encoding="utf-8", client_name="first")
+        second.initialize(position_encoding="utf-32", client_name="second")
+        a, b = first.open(path), second.open(path)
+        assert a.handle == b.handle and a.version == b.version
+        end = len(a.text)
+        a.edit(offsets_range(a.text, end, end, "utf-8"), "added by first ✓\n")
+        second.wait_for_notification("document/didChange", lambda p: p["version"] == a.version, timeout=20)
+        wait_until(lambda: b.version == a.version)
+        assert b.text == a.text == TEXT + "added by first ✓\n"
+        b.edit(offsets_range(b.text, 0, 1, "utf-32"), "A")
+        first.wait_for_notification("document/didChange", lambda p: p["version"] == b.version, timeout=20)
+        wait_until(lambda: a.version == b.version)
+        assert a.text == b.text == "A" + TEXT[1:] + "added by first ✓\n"
+        b.save()
+        assert path.read_bytes().decode("utf-8") == b.text
+    finally:
+        for client in (first, second):
+            client.close(timeout=5)
+        try:
+            os.kill(int((runtime / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+
+
+def wait_until(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)

@@ -1,0 +1,92 @@
+import CFileSystem
+import SystemCalls
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Locks per file across processes (issue 19.3): every save of a file takes an exclusive lock on a
+/// lock file of its own under the user's runtime directory (`<runtime>/locks/<hash of the path>`),
+/// and `docsession coordinate` takes one for as long as its command runs (exclusive to write,
+/// delete or move the file; shared to read it). So two servers that are not the daemon (two
+/// editors, each with its own stdio server) never interleave saves of one file, and none writes
+/// while a coordinated command works on it.
+///
+/// They are open file description locks (`F_OFD_SETLK`): they belong to a descriptor, not to the
+/// process, so two saves on two threads of one server exclude each other too, and a process that
+/// dies lets go of its locks with its descriptors. The lock files are never removed (removing one
+/// while another process waits on its descriptor would let a third lock a new file of the same
+/// name); they are empty, one per file ever saved, on the runtime directory's tmpfs, which the
+/// system empties at logout.
+public struct FileLocks: Sendable {
+    /// The directory of lock files (`<runtime directory>/locks`), made 0700 when missing.
+    public let directory: String
+
+    /// Locks under `directory` (made 0700 if missing; its parent must exist). nil, with why, when
+    /// it cannot be made or is not a directory of this user's that only they may enter.
+    public static func open(runtimeDirectory: String) -> Result<FileLocks, FileSystemError> {
+        let path = runtimeDirectory + "/locks"
+        if mkdir(path, 0o700) != 0 && errno != EEXIST {
+            return .failure(FileSystemError(errno: errno, syscall: "mkdir", path: path))
+        }
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return .failure(FileSystemError(errno: errno, syscall: "lstat", path: path)) }
+        guard status.st_mode & S_IFMT == S_IFDIR, status.st_uid == geteuid(), status.st_mode & 0o077 == 0 else {
+            return .failure(FileSystemError(
+                errno: EPERM, syscall: "lstat", path: path,
+                reason: "not a directory of uid \(geteuid()) with mode 0700 (found mode \(String(status.st_mode & 0o7777, radix: 8)), uid \(status.st_uid))"))
+        }
+        return .success(FileLocks(directory: path))
+    }
+
+    /// The lock file of the file at `path` (an absolute path, symlinks resolved): its name is the
+    /// hash of the path's bytes, so every process finds the same one.
+    public func lockPath(for path: String) -> String {
+        directory + "/" + String(ContentHasher.hash(Array(path.utf8)), radix: 16) + ".lock"
+    }
+
+    /// A lock held: released when released or dropped (its descriptor closed).
+    public final class Held: @unchecked Sendable {
+        // @unchecked: the descriptor is set once and closed once, under the release's check.
+        private var descriptor: Int32
+        init(descriptor: Int32) { self.descriptor = descriptor }
+        public func release() {
+            guard descriptor >= 0 else { return }
+            Glibc.close(descriptor)
+            descriptor = -1
+        }
+        deinit { release() }
+    }
+
+    /// Takes the lock of `path`'s file: waits (polling every `interval`, so that `isCancelled` is
+    /// heard) while another process or thread holds a conflicting one; answers nil once
+    /// `isCancelled` answers true. `waited` is told once, the first time it had to wait.
+    public func lock(
+        _ path: String, exclusive: Bool, interval: Duration = .milliseconds(5), isCancelled: () -> Bool = { false },
+        waited: () -> Void = {}
+    ) throws(FileSystemError) -> Held? {
+        let file = lockPath(for: path)
+        let descriptor = Glibc.open(file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: file) }
+        var toldOfWait = false
+        while cfs_ofd_lock(descriptor, exclusive ? 1 : 0) != 0 {
+            let number = errno
+            guard number == EAGAIN else {
+                Glibc.close(descriptor)
+                throw FileSystemError(errno: number, syscall: "fcntl(F_OFD_SETLK)", path: file)
+            }
+            if isCancelled() {
+                Glibc.close(descriptor)
+                return nil
+            }
+            if !toldOfWait {
+                toldOfWait = true
+                waited()
+            }
+            let (seconds, attoseconds) = interval.components
+            var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+            nanosleep(&pause, nil)
+        }
+        return Held(descriptor: descriptor)
+    }
+}

@@ -1,0 +1,536 @@
+"""Several clients on one document through the daemon (issue 19): one version sequence, every
+change passed on to the other holders in their own position encoding, holds that end with a close
+or with the client, a shared undo history, and three clients typing at once under load.
+
+Every client is a real `docsession connect` process over stdio, as an editor starts it; the first
+one starts the daemon, which the fixture ends at teardown (its pid is in daemon.lock)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import faultkit
+from faultkit import Server, uri, wait_until
+
+
+class Daemon:
+    """A runtime directory and a state directory of one test; clients connect through them."""
+
+    def __init__(self, sandbox) -> None:
+        self.sandbox = sandbox
+        self.runtime = sandbox.root / "run"
+        self.state = sandbox.root / "state"
+        self.log = sandbox.root / "daemon.log"
+
+    def client(self, name: str, encoding: str = "utf-16", **options) -> Server:
+        initialization = {"clientInfo": {"name": name}, "capabilities": {"general": {"positionEncodings": [encoding]}}}
+        initialization.update(options)
+        return self.sandbox.start(
+            args=("connect", "--runtime-dir", str(self.runtime), "--state-dir", str(self.state), "--log-file", str(self.log)),
+            initialization=initialization)
+
+    def pid(self) -> int | None:
+        try:
+            return int((self.runtime / "daemon.lock").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def stop(self) -> None:
+        pid = self.pid()
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def daemon(sandbox) -> Iterator[Daemon]:
+    hub = Daemon(sandbox)
+    try:
+        yield hub
+    finally:
+        for server in sandbox.servers:
+            server.kill()
+        hub.stop()
+
+
+def notes(server: Server, method: str, count: int = 1, timeout: float = 20.0, **match) -> list[dict]:
+    """Waits until `server` has received `count` notifications `method` whose params hold `match`;
+    answers them (their params), taking them off the list of notifications received."""
+    def matching() -> list[dict]:
+        return [n for n in server.notifications if n["method"] == method
+                and all(n["params"].get(key) == value for key, value in match.items())]
+    deadline = time.monotonic() + timeout
+    while len(matching()) < count:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"{count} {method} {match} not received; got {server.notifications}")
+        try:
+            message = server.rpc.read_message(timeout=remaining)
+        except TimeoutError:
+            continue
+        if isinstance(message, dict) and "method" in message:
+            server.notifications.append(message)
+    found = matching()[:count]
+    for note in found:
+        server.notifications.remove(note)
+    return [note["params"] for note in found]
+
+
+# Applying LSP edits in Python, in each position encoding, as an editor does.
+
+def units(character: str, encoding: str) -> int:
+    if encoding == "utf-8":
+        return len(character.encode("utf-8"))
+    if encoding == "utf-16":
+        return 2 if ord(character) > 0xFFFF else 1
+    return 1
+
+
+def offset(text: str, position: dict, encoding: str, clamp: bool = False) -> int:
+    """The index in `text` of an LSP position; exact unless `clamp` (LSP's rule, which the server
+    applies to a client's edits: a character past its line's end is the line's end, a line past
+    the last is the end of the text)."""
+    index = 0
+    for _ in range(position["line"]):
+        found = text.find("\n", index)
+        if found < 0:
+            assert clamp, f"position {position} past the last line"
+            return len(text)
+        index = found + 1
+    count = 0
+    while count < position["character"]:
+        if index == len(text) or text[index] in "\r\n":
+            assert clamp, f"position {position} past the end of its line"
+            return index
+        count += units(text[index], encoding)
+        index += 1
+    assert count == position["character"], f"position {position} inside a character in {encoding}"
+    return index
+
+
+def position(text: str, index: int, encoding: str) -> dict:
+    line = text.count("\n", 0, index)
+    start = text.rfind("\n", 0, index) + 1
+    return {"line": line, "character": sum(units(c, encoding) for c in text[start:index])}
+
+
+def apply(text: str, edits: list[dict], encoding: str, clamp: bool = False) -> str:
+    for edit in edits:
+        if "range" not in edit:
+            text = edit["text"]
+            continue
+        start = offset(text, edit["range"]["start"], encoding, clamp)
+        end = offset(text, edit["range"]["end"], encoding, clamp)
+        text = text[:start] + edit["text"] + text[end:]
+    return text
+
+
+def test_an_edit_reaches_the_other_holders_in_their_own_encoding(sandbox, daemon) -> None:
+    path = sandbox.docs / "shared.txt"
+    path.write_text("héllo 🌍 world\nsecond line\n")
+    alpha = daemon.client("alpha", "utf-16")
+    beta = daemon.client("beta", "utf-8")
+    gamma = daemon.client("gamma", "utf-32")
+    a = alpha.open(path, includeText=True)
+    b = beta.open(path, includeText=True)
+    c = gamma.open(path, includeText=True)
+    # One document: one handle, one version.
+    assert a["document"] == b["document"] == c["document"]
+    assert a["version"] == b["version"] == c["version"]
+    handle, version = a["document"], a["version"]
+    texts = {"beta": (beta, "utf-8", b["text"]), "gamma": (gamma, "utf-32", c["text"])}
+
+    # alpha replaces "world" (after a character outside the BMP: 2 UTF-16 units, 4 UTF-8 bytes).
+    original = a["text"]
+    start = original.index("world")
+    edit = {"range": {"start": position(original, start, "utf-16"), "end": position(original, start + 5, "utf-16")},
+            "text": "Welt"}
+    answer = alpha.call("document/edit", {"document": handle, "version": version, "edits": [edit]})
+    assert answer["version"] == version + 1
+    expected = apply(original, [edit], "utf-16")
+    for name, (client, encoding, text) in texts.items():
+        [change] = notes(client, "document/didChange", document=handle)
+        assert change["reason"] == "client"
+        assert change["client"]["name"] == "alpha"
+        assert change["client"]["connection"].startswith("c")
+        assert change["version"] == version + 1
+        assert apply(text, change["edits"], encoding) == expected, name
+        assert client.read(handle) == expected
+    # alpha hears nothing of its own edit.
+    assert not [n for n in alpha.notifications if n["method"] == "document/didChange"]
+
+    # beta, still at the old version, is refused and changes nothing; at the new one it edits.
+    stale = beta.request("document/edit", {"document": handle, "version": version, "edits": [{"text": "lost"}]})
+    assert stale.error["code"] == -32801
+    assert alpha.read(handle) == expected
+    line2 = expected.index("second")
+    edit = {"range": {"start": position(expected, line2, "utf-8"), "end": position(expected, line2, "utf-8")}, "text": "ü "}
+    answer = beta.call("document/edit", {"document": handle, "version": version + 1, "edits": [edit]})
+    assert answer["version"] == version + 2
+    final = apply(expected, [edit], "utf-8")
+    [change] = notes(alpha, "document/didChange", document=handle)
+    assert change["client"]["name"] == "beta"
+    assert apply(expected, change["edits"], "utf-16") == final
+    [change] = notes(gamma, "document/didChange", document=handle)
+    assert apply(expected, change["edits"], "utf-32") == final
+
+    # An edit that changes nothing raises the version for everyone (a pipelining client counts).
+    answer = gamma.call("document/edit", {"document": handle, "version": version + 2, "edits": []})
+    assert answer["version"] == version + 3
+    for client in (alpha, beta):
+        [change] = notes(client, "document/didChange", document=handle)
+        assert change["version"] == version + 3 and change["edits"] == []
+
+    # State changes reach every holder: a save by gamma.
+    gamma.save(handle).result
+    assert path.read_text() == final
+    for client in (alpha, beta):
+        saved = notes(client, "document/stateChanged", document=handle, reason="saved")
+        assert saved[0]["hasUnsavedChanges"] is False
+
+
+def test_a_handle_not_opened_on_a_connection_is_unknown_there(sandbox, daemon) -> None:
+    path = sandbox.docs / "mine.txt"
+    path.write_text("mine\n")
+    alpha = daemon.client("alpha")
+    beta = daemon.client("beta")
+    handle = alpha.open(path)["document"]
+    for method, params in (("document/edit", {"version": 1, "edits": []}), ("document/read", {}),
+                           ("document/close", {}), ("document/save", {})):
+        reply = beta.request(method, {"document": handle, **params})
+        assert reply.error["code"] == -32011, method
+        assert handle in reply.error["message"]
+    assert alpha.read(handle) == "mine\n"
+    assert alpha.state(handle)["hasUnsavedChanges"] is False
+
+
+def test_a_close_ends_only_its_own_hold(sandbox, daemon) -> None:
+    path = sandbox.docs / "held.txt"
+    path.write_text("one\n")
+    alpha = daemon.client("alpha")
+    beta = daemon.client("beta")
+    info = alpha.open(path)
+    handle = info["document"]
+    beta.open(path)
+    version = alpha.replace_text(handle, info["version"], "two\n")
+    # alpha's close saves nothing and leaves the document to beta, unsaved edits and all.
+    closed = alpha.call("document/close", {"document": handle})
+    assert closed == {"saved": False, "holders": 1}
+    assert path.read_text() == "one\n"
+    assert alpha.request("document/read", {"document": handle}).error["code"] == -32011
+    assert beta.read(handle) == "two\n"
+    assert beta.state(handle)["hasUnsavedChanges"] is True
+    beta.call("document/edit", {"document": handle, "version": version, "edits": [{"text": "three\n"}]})
+    assert not [n for n in alpha.notifications if n["method"] == "document/didChange"]
+    # The last holder's close is a close: saved first.
+    assert beta.call("document/close", {"document": handle}) == {"saved": True}
+    assert path.read_text() == "three\n"
+    # Opened again: a new document.
+    again = alpha.open(path, includeText=True)
+    assert again["text"] == "three\n"
+
+
+def test_undo_is_shared_by_the_holders(sandbox, daemon) -> None:
+    """One history per document, as one NSUndoManager per NSDocument: an undo takes back the last
+    step, whoever made it (docs/Sharing.md says why)."""
+    path = sandbox.docs / "undo.txt"
+    path.write_text("")
+    alpha = daemon.client("alpha")
+    beta = daemon.client("beta")
+    info = alpha.open(path)
+    handle = info["document"]
+    beta.open(path)
+    version = info["version"]
+    steps = []
+    for turn in range(6):
+        client = alpha if turn % 2 == 0 else beta
+        text = f"{'ab'[turn % 2]}{turn}\n"
+        end = {"line": turn, "character": 0}
+        version = client.call("document/edit", {"document": handle, "version": version,
+                                                "edits": [{"range": {"start": end, "end": end}, "text": text}]})["version"]
+        steps.append(text)
+    assert alpha.read(handle) == "".join(steps)
+    # alpha undoes beta's last step, then its own.
+    undone = alpha.call("document/undo", {"document": handle, "version": version})
+    assert alpha.read(handle) == "".join(steps[:5])
+    [change] = notes(beta, "document/didChange", document=handle, version=undone["version"])
+    assert change["client"]["name"] == "alpha"
+    undone = alpha.call("document/undo", {"document": handle, "version": undone["version"]})
+    assert beta.read(handle) == "".join(steps[:4])
+    # beta redoes both.
+    redone = beta.call("document/redo", {"document": handle, "version": undone["version"]})
+    redone = beta.call("document/redo", {"document": handle, "version": redone["version"]})
+    assert alpha.read(handle) == "".join(steps)
+    state = alpha.state(handle)
+    assert state["canUndo"] is True and state["canRedo"] is False
+
+
+def test_a_client_that_vanishes_leaves_its_unsaved_text_in_the_journal(sandbox, daemon) -> None:
+    path = sandbox.docs / "vanish.txt"
+    path.write_text("saved\n")
+    alpha = daemon.client("alpha", flushDelay=10)
+    beta = daemon.client("beta")
+    info = alpha.open(path)
+    handle = info["document"]
+    beta.open(path)
+    version = alpha.replace_text(handle, info["version"], "unsaved by alpha\n")
+    notes(beta, "document/didChange", document=handle)
+    # alpha's editor dies: beta goes on.
+    alpha.kill()
+    beta.call("document/edit", {"document": handle, "version": version, "edits": [{"text": "unsaved by both\n"}]})
+    assert beta.read(handle) == "unsaved by both\n"
+    # beta dies too: the document closes without a save, its text kept in the journal.
+    beta.kill()
+    assert path.read_text() == "saved\n"
+    gamma = daemon.client("gamma")
+    # Once the daemon has seen beta go (and not before: an open while beta still held the document
+    # would hold it too), the journal waits to be recovered.
+    wait_until(lambda: [j for j in gamma.call("workspace/recoverable", {})["journals"] if j["uri"] == uri(path)],
+               timeout=20, what="the journal listed as recoverable")
+    opened = gamma.open(path)
+    assert opened["recovery"]["edits"] >= 1
+    recovered = gamma.call("document/recover", {"document": opened["document"]})
+    assert recovered["hasUnsavedChanges"] is True
+    assert gamma.read(opened["document"]) == "unsaved by both\n"
+    assert path.read_text() == "saved\n"
+
+
+class Typist:
+    """A client that types into a shared document the way an editor would over a slow link:
+    bursts of pipelined edits, each at the version it predicts, against its own copy of the text.
+    Its `confirmed` text is the server's at `version`, kept up to date by its own accepted edits and
+    the `document/didChange` of the others, taken in the order the connection delivers them."""
+
+    def __init__(self, server: Server, handle: str, text: str, version: int, encoding: str, tag: str, seed: int) -> None:
+        self.server, self.handle, self.encoding, self.tag = server, handle, encoding, tag
+        self.confirmed, self.version = text, version
+        self.random = random.Random(seed)
+        self.accepted = self.refused = self.heard = 0
+
+    def burst(self, size: int) -> None:
+        rpc = self.server.rpc
+        local, version = self.confirmed, self.version
+        sent: dict[int, dict] = {}
+        for _ in range(size):
+            at = self.random.randint(0, len(local))
+            piece = self.random.choice([self.tag, self.tag + "é", self.tag + "😀", "\n" + self.tag])
+            where = position(local, at, self.encoding)
+            edit = {"range": {"start": where, "end": where}, "text": piece}
+            request_id = rpc.next_id
+            rpc.next_id += 1
+            rpc.send({"jsonrpc": "2.0", "id": request_id, "method": "document/edit",
+                      "params": {"document": self.handle, "version": version, "edits": [edit]}})
+            sent[request_id] = edit
+            local = local[:at] + piece + local[at:]
+            version += 1
+        while sent:
+            message = rpc.read_message(timeout=60)
+            if "id" in message and message["id"] in sent:
+                edit = sent.pop(message["id"])
+                if "error" in message:
+                    # Stale (another client's edit came first); or, behind a refused edit, an edit
+                    # whose predicted version another client's edit happened to make current, with
+                    # a range that no longer fits the text. Neither changed anything.
+                    assert message["error"]["code"] in (-32801, -32602), message
+                    self.refused += 1
+                    continue
+                # Accepted: the server applied it to the text it had, which is ours (clamped as
+                # the server clamps, when it was computed behind a refused edit). The edits the
+                # others send are never clamped: they must be exact.
+                assert message["result"]["version"] == self.version + 1, (message, self.version)
+                self.confirmed = apply(self.confirmed, [edit], self.encoding, clamp=True)
+                self.version += 1
+                self.accepted += 1
+            elif message.get("method") == "document/didChange":
+                self.hear(message["params"])
+
+    def hear(self, change: dict) -> None:
+        assert change["document"] == self.handle
+        assert change["version"] == self.version + 1, (change["version"], self.version)
+        self.confirmed = apply(self.confirmed, change["edits"], self.encoding)
+        self.version = change["version"]
+        self.heard += 1
+
+    def settle(self, version: int) -> None:
+        """Takes in what the others did until the document's `version`."""
+        while self.version < version:
+            message = self.server.rpc.read_message(timeout=60)
+            if message.get("method") == "document/didChange":
+                self.hear(message["params"])
+
+
+def test_three_clients_typing_at_once_under_load_end_with_one_text(sandbox, daemon) -> None:
+    path = sandbox.docs / "typed.txt"
+    path.write_text("start\n")
+    load = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+    try:
+        encodings = ("utf-16", "utf-8", "utf-32")
+        servers = [daemon.client(name, encoding) for name, encoding in zip(("alpha", "beta", "gamma"), encodings)]
+        infos = [server.open(path, includeText=True) for server in servers]
+        handle = infos[0]["document"]
+        observer = daemon.client("observer")
+        observer.open(path)
+        typists = [Typist(server, handle, info["text"], info["version"], encoding, tag, seed)
+                   for server, info, encoding, tag, seed in zip(servers, infos, encodings, "ABC", (1, 2, 3))]
+        import threading
+        errors: list[BaseException] = []
+
+        def type_into(typist: Typist, rounds: int) -> None:
+            try:
+                for _ in range(rounds):
+                    typist.burst(typist.random.randint(1, 12))
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=type_into, args=(typist, 40)) for typist in typists]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        assert not errors, errors
+        # Asked of a client that does not type (a request's answer is read past the typists'
+        # notifications, which their own reading must see).
+        final = observer.state(handle)["version"]
+        for typist in typists:
+            typist.settle(final)
+        text = observer.read(handle)
+        for typist, server in zip(typists, servers):
+            assert typist.version == final
+            assert typist.confirmed == text, typist.tag
+            assert server.read(handle) == text
+        assert sum(t.accepted for t in typists) > 40
+        servers[1].save(handle).result
+        assert path.read_text() == text
+        for tag in "ABC":
+            assert tag in text
+    finally:
+        for process in load:
+            process.kill()
+
+
+def test_one_client_killed_while_typing_leaves_the_others_in_step(sandbox, daemon) -> None:
+    path = sandbox.docs / "killed.txt"
+    path.write_text("start\n")
+    servers = [daemon.client(name, encoding) for name, encoding in (("alpha", "utf-16"), ("beta", "utf-8"), ("gamma", "utf-32"))]
+    infos = [server.open(path, includeText=True) for server in servers]
+    handle = infos[0]["document"]
+    observer = daemon.client("observer")
+    observer.open(path)
+    alpha, beta, gamma = (Typist(s, handle, i["text"], i["version"], e, t, n)
+                          for s, i, e, t, n in zip(servers, infos, ("utf-16", "utf-8", "utf-32"), "ABC", (4, 5, 6)))
+    # gamma sends a burst and is killed before reading its answers.
+    rpc = gamma.server.rpc
+    for count in range(20):
+        rpc.send({"jsonrpc": "2.0", "id": 10_000 + count, "method": "document/edit",
+                  "params": {"document": handle, "version": gamma.version + count,
+                             "edits": [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "C"}]}})
+    gamma.server.kill()
+    for _ in range(10):
+        alpha.burst(5)
+        beta.burst(5)
+    final = observer.state(handle)["version"]
+    alpha.settle(final)
+    beta.settle(final)
+    text = observer.read(handle)
+    assert alpha.confirmed == beta.confirmed == text
+
+
+def test_a_coordinated_writer_holds_back_a_server_that_is_not_the_daemon(sandbox) -> None:
+    """An editor with its own stdio server (not the daemon's client) saving while
+    `docsession coordinate --write` runs: its save waits for the file's lock until the command ends,
+    then finds the command's change (-32017) instead of writing under it."""
+    path = sandbox.docs / "own.txt"
+    path.write_text("disk\n")
+    runtime = sandbox.root / "run-own"
+    editor = sandbox.start(args=("serve", "--no-journal", "--runtime-dir", str(runtime)))
+    handle = editor.open_and_edit(path, "editor's unsaved text\n")
+    started, go = sandbox.root / "started", sandbox.root / "go"
+    script = f"touch {started}; while [ ! -e {go} ]; do sleep 0.01; done; printf 'written by the command\\n' > {path}"
+    command = subprocess.Popen([faultkit.BIN, "coordinate", "--write", str(path), "--runtime-dir", str(runtime), "--",
+                                "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(started.exists, timeout=30, what="the command to start under its lock")
+        request = editor.send_save(handle)
+        # The save's thread has opened the file's lock file and waits on it.
+        locks = runtime / "locks"
+
+        def waiting_on_lock() -> bool:
+            for fd in Path(f"/proc/{editor.pid}/fd").iterdir():
+                try:
+                    if os.readlink(fd).startswith(str(locks)):
+                        return True
+                except OSError:
+                    continue
+            return False
+
+        wait_until(waiting_on_lock, timeout=30, what="the editor's save to wait for the file's lock")
+        assert path.read_text() == "disk\n"
+        go.touch()
+        assert command.wait(timeout=60) == 0, command.stderr.read()
+        response, _ = editor.rpc.read_until_response(request, timeout=60)
+        assert response["error"]["code"] == -32017, response
+        assert path.read_text() == "written by the command\n"
+    finally:
+        if command.poll() is None:
+            command.kill()
+
+
+def test_a_writer_coordinating_while_two_clients_type(sandbox, daemon) -> None:
+    """A third client takes a write lease while two others hold the document and type: their edits
+    during the lease get -32012 and change nothing; the writer's change reaches both at the end (a
+    reload of the clean document); their edits made again after it land; nothing typed is lost."""
+    path = sandbox.docs / "typed-under-lease.txt"
+    path.write_text("one\n")
+    alpha, beta, writer = daemon.client("alpha", "utf-16"), daemon.client("beta", "utf-8"), daemon.client("formatter")
+    info = alpha.open(path)
+    handle, version = info["document"], info["version"]
+    beta.open(path)
+    end = lambda line: {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}}
+    version = alpha.call("document/edit", {"document": handle, "version": version, "edits": [{**end(1), "text": "alpha 1\n"}]})["version"]
+    version = beta.call("document/edit", {"document": handle, "version": version, "edits": [{**end(2), "text": "beta 1\n"}]})["version"]
+    alpha.save(handle).result
+    lease = writer.call("workspace/coordinate", {"uri": uri(path), "intent": "write"})
+    assert lease["documents"] == [handle]
+    for client, text in ((alpha, "alpha 2\n"), (beta, "beta 2\n")):
+        refused = client.request("document/edit", {"document": handle, "version": version, "edits": [{**end(0), "text": text}]})
+        assert refused.error["code"] == -32012 and refused.error["data"]["reason"] == "coordinated", refused.error
+    assert alpha.read(handle) == "one\nalpha 1\nbeta 1\n"
+    # The formatter rewrites the file meanwhile, and ends its lease: both holders take its text.
+    path.write_text("ONE\nALPHA 1\nBETA 1\n")
+    ended = writer.call("workspace/endCoordination", {"lease": lease["lease"]})
+    assert ended == {"documents": [{"document": handle, "outcome": "reloaded"}]}
+    for client in (alpha, beta):
+        [change] = notes(client, "document/didChange", document=handle, reason="external")
+        assert change["version"] == version + 1
+        assert client.read(handle) == "ONE\nALPHA 1\nBETA 1\n"
+    # The edits refused during the lease, made again on the new text, land.
+    version += 1
+    version = alpha.call("document/edit", {"document": handle, "version": version, "edits": [{**end(3), "text": "alpha 2\n"}]})["version"]
+    version = beta.call("document/edit", {"document": handle, "version": version, "edits": [{**end(4), "text": "beta 2\n"}]})["version"]
+    beta.save(handle).result
+    assert path.read_text() == "ONE\nALPHA 1\nBETA 1\nalpha 2\nbeta 2\n"
+    assert alpha.read(handle) == beta.read(handle) == path.read_text()
+
+
+def test_the_lsp_mode_is_refused_by_the_daemon(sandbox, daemon) -> None:
+    from rpc_client import RpcClient
+    rpc = RpcClient(faultkit.BIN, args=("connect", "--runtime-dir", str(daemon.runtime), "--state-dir", str(daemon.state)))
+    try:
+        response, _ = rpc.request("initialize", {"capabilities": {"textDocument": {}}})
+        assert response["error"]["code"] == -32600
+        assert response["error"]["data"] == {"field": "params.capabilities.textDocument"}
+        # Nothing changed: the session can still initialize without it.
+        response, _ = rpc.request("initialize", {"capabilities": {}})
+        assert "result" in response, response
+    finally:
+        rpc.kill()
