@@ -18,20 +18,13 @@ extension Server {
     /// Runs `body`, a store call that changes a document's text at this client's request, with
     /// the change attributed to this connection: the other holders hear of it as `client`'s.
     func attributed<T: Sendable>(_ body: () async throws(DocumentError) -> T) async throws(DocumentError) -> T {
-        guard let membership else { return try await body() }
-        let result: Result<T, DocumentError> = await Hub.$origin.withValue(membership.id) {
-            do throws(DocumentError) {
-                return .success(try await body())
-            } catch {
-                return .failure(error)
-            }
-        }
-        return try result.get()
+        try await Self.attributed(to: membership, body)
     }
 
-    /// ``attributed(_:)`` for work that runs off the server's queue (a deferred reply).
+    /// ``attributed(_:)`` for work that runs off the server's queue too (a deferred reply): on the
+    /// caller's isolation, so `body` need not be sendable.
     static func attributed<T: Sendable>(
-        to membership: Membership?, _ body: @Sendable () async throws(DocumentError) -> T
+        to membership: Membership?, isolation: isolated (any Actor)? = #isolation, _ body: () async throws(DocumentError) -> T
     ) async throws(DocumentError) -> T {
         guard let membership else { return try await body() }
         let result: Result<T, DocumentError> = await Hub.$origin.withValue(membership.id) {
