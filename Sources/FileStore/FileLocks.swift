@@ -26,17 +26,24 @@ public struct FileLocks: Sendable {
     /// it cannot be made or is not a directory of this user's that only they may enter.
     public static func open(runtimeDirectory: String) -> Result<FileLocks, FileSystemError> {
         let path = runtimeDirectory + "/locks"
+        if let error = makePrivateDirectory(path) { return .failure(error) }
+        return .success(FileLocks(directory: path))
+    }
+
+    /// Makes `path` with mode 0700 when missing (its parent must exist) and checks that it is a
+    /// directory (not a link) of this user that only they may enter; nil, or what is wrong.
+    public static func makePrivateDirectory(_ path: String) -> FileSystemError? {
         if mkdir(path, 0o700) != 0 && errno != EEXIST {
-            return .failure(FileSystemError(errno: errno, syscall: "mkdir", path: path))
+            return FileSystemError(errno: errno, syscall: "mkdir", path: path)
         }
         var status = stat()
-        guard lstat(path, &status) == 0 else { return .failure(FileSystemError(errno: errno, syscall: "lstat", path: path)) }
+        guard lstat(path, &status) == 0 else { return FileSystemError(errno: errno, syscall: "lstat", path: path) }
         guard status.st_mode & S_IFMT == S_IFDIR, status.st_uid == geteuid(), status.st_mode & 0o077 == 0 else {
-            return .failure(FileSystemError(
+            return FileSystemError(
                 errno: EPERM, syscall: "lstat", path: path,
-                reason: "not a directory of uid \(geteuid()) with mode 0700 (found mode \(String(status.st_mode & 0o7777, radix: 8)), uid \(status.st_uid))"))
+                reason: "not a directory of uid \(geteuid()) with mode 0700 (found mode \(String(status.st_mode & 0o7777, radix: 8)), uid \(status.st_uid))")
         }
-        return .success(FileLocks(directory: path))
+        return nil
     }
 
     /// The lock file of the file at `path` (an absolute path, symlinks resolved): its name is the

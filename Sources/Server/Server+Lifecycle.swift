@@ -26,7 +26,7 @@ extension Server {
         // (every LSP client must support it).
         let chosen = params.positionEncodings?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
 
-        if membership != nil, params.editorClient {
+        if membership != nil || coordinatorOnly, params.editorClient {
             throw ResponseError(
                 .invalidRequest,
                 "the LSP mode (capabilities.textDocument) is served by `docsession serve`, one editor per server; a daemon's clients use the document/* methods",
@@ -36,8 +36,10 @@ extension Server {
         if let narrowedRoots { roots = narrowedRoots }
         // A daemon's store is shared: its roots are the daemon's (each connection's own narrowing
         // still applies to the paths it names), and its settings are the first client's.
-        let ownsSettings = membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen) } ?? true
-        if membership == nil {
+        let ownsSettings = coordinatorOnly ? false : membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen) } ?? true
+        // A server's own store takes its client's settings (a coordinator's connection touches none).
+        let ownStore = membership == nil && !coordinatorOnly
+        if ownStore {
             await store.setRoots(roots)
             await store.setFileLocks(configuration.fileLocks)
         }
@@ -48,9 +50,9 @@ extension Server {
             if let delay = params.flushDelay { await store.setJournalFlushDelay(.milliseconds(delay)) }
             if params.persistUndo { await startPersistingUndo() }
         }
-        if membership == nil { await store.setPositionEncoding(chosen) }
+        if ownStore { await store.setPositionEncoding(chosen) }
         hotExit = params.hotExit
-        if membership == nil, let pid = params.processID { await watchClient(pid) }
+        if ownStore, let pid = params.processID { await watchClient(pid) }
         if params.editorClient { startEditorSync() }
         let journaling = await store.journaling
         return InitializeResult(
@@ -132,6 +134,7 @@ extension Server {
         await stopAllQueries()
         // The leases held end: the documents they held edit again, their files checked.
         await endAllCoordinations()
+        if coordinatorOnly { return NullResult() }
         if membership != nil {
             // A daemon's client: only its own holds end (the store and the other clients go on);
             // without hot exit, what it alone held unsaved is dropped.

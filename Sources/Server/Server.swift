@@ -101,6 +101,10 @@ public actor Server: MessageHandler {
     let membership: Membership?
     /// The leases this connection holds (`workspace/coordinate`, Server+Coordination.swift).
     var coordinations = Coordinations()
+    /// A coordinator's connection to a server of its own (`docsession coordinate` reaching an
+    /// editor's stdio server; Server+CoordinationEndpoint.swift): only the lifecycle and the two
+    /// coordination methods are answered, and nothing of the store's settings is touched.
+    let coordinatorOnly: Bool
 
     public init(writer: MessageWriter, logger: Logger, configuration: Configuration = Configuration()) {
         let route = MirrorEventRoute()
@@ -116,8 +120,9 @@ public actor Server: MessageHandler {
     /// A server over stores it may share with other servers (a daemon's connections: ``Hub``).
     init(
         writer: MessageWriter, logger: Logger, configuration: Configuration, stores: Stores, mirrorEvents: MirrorEventRoute,
-        membership: Membership?
+        membership: Membership?, coordinatorOnly: Bool = false
     ) {
+        self.coordinatorOnly = coordinatorOnly
         self.roots = configuration.roots
         self.writer = writer
         self.logger = logger
@@ -386,6 +391,10 @@ public actor Server: MessageHandler {
         default:
             break
         }
+        if coordinatorOnly, !Self.coordinatorMethods.contains(request.method) {
+            return .now(.failure(ResponseError(
+                .methodNotFound, "\(request.method) is not served here: this connection to a server of its own serves coordination only (initialize, workspace/coordinate, workspace/endCoordination, shutdown)")))
+        }
         guard let entry = Self.requestHandlers[request.method] else {
             if Self.clientMethods.contains(request.method) {
                 return .now(.failure(ResponseError(.invalidRequest, "\(request.method) is a notification: send it without an id")))
@@ -400,7 +409,7 @@ public actor Server: MessageHandler {
     /// before `initialize` or after `shutdown`, goes down ``handle(_:context:)``.
     public nonisolated func answerImmediately(_ request: Request, context: RequestContext) -> Result<JSONValue, ResponseError>? {
         // On the store's thread is on the server's executor.
-        guard request.method == EditDocumentRequest.method, store.isOnItsThread else { return nil }
+        guard request.method == EditDocumentRequest.method, !coordinatorOnly, store.isOnItsThread else { return nil }
         return assumeIsolated { server in server.answerEditNow(request) }
     }
 
@@ -446,6 +455,7 @@ public actor Server: MessageHandler {
         let status: Int32 = lifecycle == .shutDown ? 0 : 1
         // The coordinating process is gone: its leases end, and the documents they held edit again.
         await endAllCoordinations()
+        if coordinatorOnly { return status }
         if membership != nil {
             // A daemon's client vanished: its holds end, and what it alone held unsaved stays in
             // the journal, offered at the next open.

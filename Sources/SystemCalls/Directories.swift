@@ -61,3 +61,18 @@ public func renameNoReplace(
     if fstatat(toFD, to, &status, AT_SYMLINK_NOFOLLOW) == 0 { throw exists }
     _ = try retryingInterrupts("renameat", path: toPath) { renameat(fromFD, from, toFD, to) }
 }
+
+/// The names in the directory at `path` (`opendir`/`readdir`), without `.` and `..`, in the order
+/// the file system gives them.
+public func listDirectory(_ path: String) throws(SystemCallError) -> [String] {
+    guard let stream = opendir(path) else { throw SystemCallError(errno: Errno(rawValue: errno), call: "opendir", path: path) }
+    defer { closedir(stream) }
+    var names: [String] = []
+    while let entry = readdir(stream) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}

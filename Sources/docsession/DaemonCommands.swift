@@ -491,19 +491,43 @@ struct Coordinate: ParsableCommand {
     func run() throws {
         try? ignoreSignal(SIGPIPE)
         let directory = runtime.directory
-        let connection = daemonConnection(directory)
-        guard let socket = connection else {
+        // Whoever holds FILE: the daemon (its clients' documents), and every server of its own
+        // (an editor's `docsession serve`) listening under servers/.
+        var parties: [(name: String, client: DaemonClient)] = []
+        do throws(DaemonConnection.Failure) {
+            if let socket = daemonConnection(directory) { parties.append(("the daemon", try DaemonClient(socket: socket))) }
+            parties += try serverConnections(directory)
+        } catch {
+            StandardError.write("docsession coordinate: \(error)")
+            throw ExitCode(1)
+        }
+        if parties.isEmpty {
             if verbose {
                 StandardError.write("docsession coordinate: no daemon is listening on \(directory.socketPath): running the command without a lease")
             }
             Glibc.exit(runLocked())
         }
-        do throws(DaemonConnection.Failure) {
-            Glibc.exit(try runUnderLease(DaemonClient(socket: socket)))
-        } catch {
-            StandardError.write("docsession coordinate: \(error)")
-            throw ExitCode(1)
+        // Every lease first; a refusal ends those granted and runs nothing.
+        var leases: [(client: DaemonClient, lease: String)] = []
+        for (name, client) in parties {
+            var lease: String? = nil
+            do throws(DaemonConnection.Failure) {
+                lease = try takeLease(client, from: name)
+            } catch {
+                StandardError.write("docsession coordinate: \(name): \(error)")
+            }
+            guard let lease else {
+                for (granted, id) in leases { endLease(granted, id) }
+                for (_, other) in parties { close(other) }
+                throw ExitCode(1)
+            }
+            leases.append((client, lease))
         }
+        let status = runLocked()
+        // The command has run: whatever fails from here is said, and its status is still the answer.
+        for (client, lease) in leases { endLease(client, lease) }
+        for (_, client) in parties { close(client) }
+        Glibc.exit(status)
     }
 
     /// A connection to the daemon, nil when none runs; exits 1 when the runtime directory is
@@ -523,45 +547,64 @@ struct Coordinate: ParsableCommand {
         }
     }
 
-    /// initialize, the lease, the command, the lease's end, shutdown and exit; answers the exit status.
-    private func runUnderLease(_ client: DaemonClient) throws(DaemonConnection.Failure) -> Int32 {
+    /// Connections to the servers of their own listening under `servers/` (their sockets named by
+    /// pid); a socket nobody listens on any more (a killed server's) is removed.
+    private func serverConnections(_ directory: RuntimeDirectory) throws(DaemonConnection.Failure) -> [(name: String, client: DaemonClient)] {
+        let servers = directory.path + "/servers"
+        guard (try? directory.checkIfPresent()) == true, let names = try? listDirectory(servers) else { return [] }
+        var connections: [(name: String, client: DaemonClient)] = []
+        for name in names.sorted() where name.hasSuffix(".sock") {
+            let path = servers + "/" + name
+            let socket: Descriptor
+            do {
+                socket = try UnixSocket.connect(path: path)
+            } catch where error.errno == .connectionRefused {
+                try? removeFile(path)
+                continue
+            } catch {
+                if verbose { StandardError.write("docsession coordinate: \(path): \(error)") }
+                continue
+            }
+            connections.append(("the server of process \(name.dropLast(5))", try DaemonClient(socket: socket)))
+        }
+        return connections
+    }
+
+    /// initialize and the lease; answers its id, or nil when it was refused (said on stderr).
+    private func takeLease(_ client: DaemonClient, from name: String) throws(DaemonConnection.Failure) -> String? {
         let initialize: JSONObject = [
             "processId": .integer(Int64(getpid())), "clientInfo": ["name": "docsession coordinate"], "capabilities": [:],
         ]
         if case .error(let code, let message, let data) = try client.request("initialize", .object(initialize)) {
-            report("initialize", code, message, data)
-            return 1
+            report("initialize (\(name))", code, message, data)
+            return nil
         }
         try client.notify("initialized", .object([:]))
         var params: JSONObject = ["uri": .string(uri(file)), "intent": .string(intent)]
         if let move { params["destination"] = .string(uri(move)) }
-        let lease: String
         switch try client.request("workspace/coordinate", .object(params)) {
         case .error(let code, let message, let data):
-            report("the lease on \(file)", code, message, data)
-            close(client)
-            return 1
+            report("the lease on \(file) (\(name))", code, message, data)
+            return nil
         case .result(let result):
             guard let granted = result["lease"]?.stringValue else {
-                StandardError.write("docsession coordinate: the daemon's answer holds no lease: \(result.jsonText)")
-                close(client)
-                return 1
+                StandardError.write("docsession coordinate: \(name)'s answer holds no lease: \(result.jsonText)")
+                return nil
             }
-            lease = granted
+            return granted
         }
-        let status = runLocked()
-        // The command has run: whatever fails from here is said, and its status is still the answer.
+    }
+
+    private func endLease(_ client: DaemonClient, _ lease: String) {
         do throws(DaemonConnection.Failure) {
             if case .error(let code, let message, let data) = try client.request(
                 "workspace/endCoordination", .object(["lease": .string(lease)]))
             {
                 report("ending the lease", code, message, data)
             }
-            close(client)
         } catch {
             StandardError.write("docsession coordinate: ending the lease: \(error)")
         }
-        return status
     }
 
     /// Runs the command holding FILE's lock across processes (``FileLocks``): exclusive to write,
@@ -631,3 +674,65 @@ struct Coordinate: ParsableCommand {
         return FileURIText.uri(from: "/" + parts.joined(separator: "/"))
     }
 }
+
+/// A server of its own (`serve`) listening for `docsession coordinate` on
+/// `<runtime>/servers/<pid>.sock` (protocol/README.md §14.3), so that a coordinated command reaches
+/// its documents too: a reader's lease saves them first, a writer's disables their editing. Every
+/// peer must be this user; each connection is served by `Server.serveCoordinator`.
+enum CoordinatorEndpoint {
+    /// Starts listening (on the loop); a warning, and no endpoint, when the directory or the socket
+    /// cannot be made. The socket is removed at exit by `remove()`, and a dead server's is removed
+    /// by the next `coordinate` that finds nobody listening on it.
+    static func start(runtime: RuntimeDirectory, server: Server, logger: Logger) {
+        let directory = runtime.path + "/servers"
+        if let error = FileLocks.makePrivateDirectory(directory) {
+            logger.warning("coordinated commands do not reach this server: \(error.message)")
+            return
+        }
+        let path = directory + "/\(getpid()).sock"
+        let listener: Listener
+        do {
+            try? removeFile(path)
+            listener = Listener(try UnixSocket.listen(path: path))
+        } catch {
+            logger.warning("coordinated commands do not reach this server: cannot listen on \(path): \(error)")
+            return
+        }
+        socketPath.withLock { $0 = path }
+        let user = geteuid()
+        LoopExecutor.shared.addReadable(listener.descriptor.rawValue) {
+            while true {
+                let accepted: Descriptor?
+                do {
+                    accepted = try listener.descriptor.acceptConnection(path: path)
+                } catch {
+                    logger.warning("cannot accept a coordinator's connection: \(error)")
+                    return true
+                }
+                guard let connection = accepted else { return true }
+                let peer = try? connection.peerCredentials()
+                guard let peer, peer.user == user else {
+                    logger.warning("refused a coordinator's connection from \(peer.map(\.description) ?? "an unknown peer"): this server serves uid \(user) only")
+                    try? connection.close()
+                    continue
+                }
+                let raw = connection.take()  // closed by serveCoordinator when the connection ends
+                Task { await server.serveCoordinator(descriptor: raw) }
+            }
+        }
+    }
+
+    /// The listening socket, kept for the process's life.
+    private final class Listener: Sendable {
+        let descriptor: Descriptor
+        init(_ descriptor: consuming Descriptor) { self.descriptor = descriptor }
+    }
+
+    private static let socketPath = Mutex<String?>(nil)
+
+    /// Removes the endpoint's socket (the process is ending).
+    static func remove() {
+        if let path = socketPath.withLock({ $0 }) { try? removeFile(path) }
+    }
+}
+

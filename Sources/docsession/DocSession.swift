@@ -58,7 +58,7 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var runtime: RuntimeDirectoryOptions
 
-    @Flag(name: .long, help: "Do not take each file's lock under the runtime directory while saving (saves still lock their directory): then neither other servers' saves nor `docsession coordinate` hold this server's saves back.")
+    @Flag(name: .long, help: "Do not take each file's lock under the runtime directory while saving (saves still lock their directory), and do not listen for `docsession coordinate` there: then neither other servers' saves nor coordinated commands reach this server.")
     var noFileLocks = false
 
     @Flag(name: .long, help: "Do not journal unsaved changes (by default they are kept under the state directory's journal/, flushed within initializationOptions.flushDelay, so that they survive the process's death).")
@@ -124,6 +124,7 @@ struct Serve: AsyncParsableCommand {
             try onSignals([SIGTERM, SIGHUP, SIGINT]) { signal in
                 logger.info("signal \(signal): journals flushed, exiting")
                 _ = server.flushJournals(within: .seconds(5))
+                CoordinatorEndpoint.remove()
                 Glibc.exit(128 + signal)
             }
         } catch {
@@ -131,9 +132,12 @@ struct Serve: AsyncParsableCommand {
         }
         let connection = Connection(
             input: STDIN_FILENO, writer: writer, maxMessageSize: maxMessageSize.bytes, logger: logger, recorder: recorder)
+        // `docsession coordinate` reaches this server's documents through a socket of its own.
+        if !noFileLocks { CoordinatorEndpoint.start(runtime: runtime.directory, server: server, logger: logger) }
         let status = await connection.run(handler: server)
         // After `exit`: the journals kept (hot exit) or dropped by `shutdown` are flushed.
         _ = server.flushJournals(within: .seconds(5))
+        CoordinatorEndpoint.remove()
         Glibc.exit(status)
     }
 }

@@ -390,7 +390,7 @@ def test_coordinate_refused_does_not_run_the_command(runtime: Runtime) -> None:
     assert done.returncode == 1, done.stderr
     assert not marker.exists()
     message = done.stderr.decode()
-    assert message.startswith(f"docsession coordinate: the lease on {outside} refused ("), message
+    assert message.startswith(f"docsession coordinate: the lease on {outside} (the daemon) refused ("), message
     assert daemon.poll() is None
 
 

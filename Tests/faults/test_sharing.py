@@ -445,40 +445,48 @@ def test_one_client_killed_while_typing_leaves_the_others_in_step(sandbox, daemo
     assert alpha.confirmed == beta.confirmed == text
 
 
-def test_a_coordinated_writer_holds_back_a_server_that_is_not_the_daemon(sandbox) -> None:
-    """An editor with its own stdio server (not the daemon's client) saving while
-    `docsession coordinate --write` runs: its save waits for the file's lock until the command ends,
-    then finds the command's change (-32017) instead of writing under it."""
+def test_a_coordinated_command_reaches_a_server_that_is_not_the_daemon(sandbox) -> None:
+    """An editor with its own stdio server (not a client of the daemon): `docsession coordinate`
+    reaches it through its socket under servers/. `--read` saves its unsaved text before the
+    command runs; `--write` disables its editing while the command runs (an edit and a save are
+    refused), and then it reads the file again: a conflict over its unsaved edits."""
     path = sandbox.docs / "own.txt"
     path.write_text("disk\n")
     runtime = sandbox.root / "run-own"
     editor = sandbox.start(args=("serve", "--no-journal", "--runtime-dir", str(runtime)))
     handle = editor.open_and_edit(path, "editor's unsaved text\n")
+    wait_until(lambda: list((runtime / "servers").glob("*.sock")), timeout=30, what="the server's coordination socket")
+    # A killed server's socket, which nobody listens on: coordinate removes it and goes on.
+    import socket as sockets
+    stale = runtime / "servers" / "999999.sock"
+    listener = sockets.socket(sockets.AF_UNIX)
+    listener.bind(str(stale))
+    listener.close()
+    seen = sandbox.root / "seen"
+    done = subprocess.run([faultkit.BIN, "coordinate", "--read", str(path), "--runtime-dir", str(runtime), "--",
+                           "sh", "-c", f"cat {path} > {seen}"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert seen.read_text() == "editor's unsaved text\n"
+    assert editor.state(handle)["hasUnsavedChanges"] is False
+    assert not stale.exists()
+    version = editor.replace_text(handle, editor.state(handle)["version"], "edited again\n")
+
     started, go = sandbox.root / "started", sandbox.root / "go"
     script = f"touch {started}; while [ ! -e {go} ]; do sleep 0.01; done; printf 'written by the command\\n' > {path}"
     command = subprocess.Popen([faultkit.BIN, "coordinate", "--write", str(path), "--runtime-dir", str(runtime), "--",
                                 "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(started.exists, timeout=30, what="the command to start under its lock")
-        request = editor.send_save(handle)
-        # The save's thread has opened the file's lock file and waits on it.
-        locks = runtime / "locks"
-
-        def waiting_on_lock() -> bool:
-            for fd in Path(f"/proc/{editor.pid}/fd").iterdir():
-                try:
-                    if os.readlink(fd).startswith(str(locks)):
-                        return True
-                except OSError:
-                    continue
-            return False
-
-        wait_until(waiting_on_lock, timeout=30, what="the editor's save to wait for the file's lock")
-        assert path.read_text() == "disk\n"
+        wait_until(started.exists, timeout=30, what="the command to start under its lease")
+        assert "editingDisabled" in editor.state(handle)["state"]
+        refused = editor.request("document/edit", {"document": handle, "version": version, "edits": [{"text": "x"}]})
+        assert refused.error["code"] == -32012 and refused.error["data"]["reason"] == "coordinated", refused.error
+        assert editor.save(handle).error["code"] == -32012
+        assert path.read_text() == "editor's unsaved text\n"
         go.touch()
         assert command.wait(timeout=60) == 0, command.stderr.read()
-        response, _ = editor.rpc.read_until_response(request, timeout=60)
-        assert response["error"]["code"] == -32017, response
+        conflict = wait_until(lambda: "inConflict" in editor.state(handle)["state"], timeout=30, what="the conflict after the lease")
+        assert conflict
+        assert editor.read(handle) == "edited again\n"
         assert path.read_text() == "written by the command\n"
     finally:
         if command.poll() is None:
