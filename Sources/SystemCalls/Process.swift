@@ -45,3 +45,11 @@ public func reexecutingWithMallocThreadCache(_ count: Int32) throws(SystemCallEr
         throw SystemCallError.current("execv", path: "/proc/self/exe")
     }
 }
+
+/// Whether a process `pid` exists (`kill(pid, 0)`: false only for `ESRCH`; a process of another
+/// user, `EPERM`, exists).
+public func processExists(_ pid: Int32) -> Bool {
+    guard pid > 0 else { return false }
+    return Glibc.kill(pid, 0) == 0 || errno != ESRCH
+}
+

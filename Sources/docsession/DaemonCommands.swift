@@ -689,6 +689,10 @@ enum CoordinatorEndpoint {
             logger.warning("coordinated commands do not reach this server: \(error.message)")
             return
         }
+        // Sockets of servers that are gone (killed: nobody removed them) go first.
+        for name in (try? listDirectory(directory)) ?? [] where name.hasSuffix(".sock") {
+            if let pid = Int32(name.dropLast(5)), pid != getpid(), !processExists(pid) { try? removeFile(directory + "/" + name) }
+        }
         let path = directory + "/\(getpid()).sock"
         let listener: Listener
         do {
