@@ -825,12 +825,15 @@ def test_two_clients_through_connect_apply_each_others_edits(tmp_path: Path) -> 
         b.save()
         assert path.read_bytes().decode("utf-8") == b.text
     finally:
-        for client in (first, second):
-            client.close(timeout=5)
         try:
-            os.kill(int((runtime / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            pass
+            for client in (first, second):
+                client.close(timeout=5)
+        finally:
+            # The daemon the first connect started goes too, whatever the closes did.
+            try:
+                os.kill(int((runtime / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
+            except (OSError, ValueError, IndexError):
+                pass
 
 
 def wait_until(predicate, timeout: float = 20.0) -> None:
