@@ -41,10 +41,11 @@ struct FileLocksTests {
         // Another file's lock is its own.
         let other = try #require(try locks.lock("/some/other.txt", exclusive: true))
         other.release()
-        // Released on another thread while this one waits: then taken.
-        let releaser = Thread { Thread.sleep(forTimeInterval: 0.05); first.release() }
+        // Released on another thread once this one has found it held and waits: then taken.
+        let waiting = DispatchSemaphore(value: 0)
+        let releaser = Thread { waiting.wait(); first.release() }
         releaser.start()
-        let second = try #require(try locks.lock("/some/file.txt", exclusive: true))
+        let second = try #require(try locks.lock("/some/file.txt", exclusive: true, waited: { waiting.signal() }))
         second.release()
         // Shared locks admit each other, not an exclusive one.
         let readerA = try #require(try locks.lock("/some/file.txt", exclusive: false))
