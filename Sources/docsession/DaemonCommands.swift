@@ -91,14 +91,7 @@ struct DaemonServerOptions: ParsableArguments {
 
     /// The configuration every connection's server gets; a root that cannot be used is a usage error.
     func configuration() throws -> Server.Configuration {
-        var sandbox: SandboxRoots? = nil
-        if !roots.isEmpty {
-            do throws(FileSystemError) {
-                sandbox = try SandboxRoots(roots.map(CurrentDirectory.absolute))
-            } catch {
-                throw ValidationError("--root: \(error.message)")
-            }
-        }
+        let sandbox = try SandboxArgument.roots(roots)
         return Server.Configuration(
             maxMessageSize: maxMessageSize?.bytes ?? 64 << 20,
             stateDirectory: stateDir.map(CurrentDirectory.absolute) ?? StateDirectory.default,

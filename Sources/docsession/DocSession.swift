@@ -104,14 +104,7 @@ struct Serve: AsyncParsableCommand {
         // Not a usage error: the file cannot be opened (printed as "Error: ...", exit status 1).
         let recorder = try record.map { path in try Recorder(path: path) }
         // A root that cannot be used is a usage error, before serving.
-        var sandbox: SandboxRoots? = nil
-        if !roots.isEmpty {
-            do throws(FileSystemError) {
-                sandbox = try SandboxRoots(roots.map(CurrentDirectory.absolute))
-            } catch {
-                throw ValidationError("--root: \(error.message)")
-            }
-        }
+        let sandbox = try SandboxArgument.roots(roots)
         let writer = MessageWriter(fileDescriptor: protocolOutput, recorder: recorder)
         let server = Server(
             writer: writer, logger: logger,

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import FileStore
 import SystemCalls
 import SystemPackage
 
@@ -115,3 +116,17 @@ enum CurrentDirectory {
         return cwd + "/" + path
     }
 }
+
+/// `--root` (serve's and the daemon's): the directories every path must stay beneath; one that
+/// cannot be used is a usage error, before serving.
+enum SandboxArgument {
+    static func roots(_ paths: [String]) throws -> SandboxRoots? {
+        guard !paths.isEmpty else { return nil }
+        do throws(FileSystemError) {
+            return try SandboxRoots(paths.map(CurrentDirectory.absolute))
+        } catch {
+            throw ValidationError("--root: \(error.message)")
+        }
+    }
+}
+
