@@ -165,6 +165,9 @@ public struct PackageConflictVersion: Sendable, Equatable {
     public var date: Int64
     /// The copy's size in bytes.
     public var size: Int64
+    /// The store on disk the copy was taken from (its size, inode and times), so that one state of
+    /// their store is copied once.
+    var store: PackageSignature.Item?
 }
 
 extension PackageSignature {

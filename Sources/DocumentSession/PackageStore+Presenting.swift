@@ -84,7 +84,15 @@ extension PackageStore {
             } else {
                 document.theirSignature = tree.signature
                 document.state.insert(.inConflict)
-                if let database = databases[handle], let version = keepConflictVersion(database, packagePath: path, handle: handle) {
+                // A copy of their store only when the store itself changed (not for another
+                // entry, or a temporary file a program writes before it renames its store in),
+                // and once per state of it: the copy must hold what `theirs` would take.
+                let store = tree.signature.item(DatabaseLayout.storePath)
+                if let database = databases[handle], let store,
+                   store != document.signature.item(DatabaseLayout.storePath),
+                   store != document.conflictVersions.last?.store,
+                   var version = keepConflictVersion(database, packagePath: path, handle: handle) {
+                    version.store = store
                     document.conflictVersions.append(version)
                 }
                 documents[handle] = document

@@ -56,6 +56,11 @@ public struct PackageSignature: Sendable, Equatable {
 
     /// The package directory first, then every entry sorted by relative path.
     public var items: [Item]
+
+    /// The item at `path` (relative to the package), if the tree has one.
+    public func item(_ path: String) -> Item? {
+        items.first { $0.path == path }
+    }
 }
 
 extension PackageSave {

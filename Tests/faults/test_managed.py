@@ -187,14 +187,43 @@ def test_an_external_rewrite_of_the_store_with_unsaved_changes_is_a_conflict(san
 
     wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"], timeout=20, what="the conflict")
     assert [r[0] for r in rows(server, handle, "SELECT title FROM notes ORDER BY id")] == ["saved", "unsaved"], "mine are kept"
-    # Their store is kept as a conflict version, a copy a client can read.
-    versions = server.call("document/versions", {"document": handle})["versions"]
+    # Their store is kept as a conflict version, a copy a client can read. The conflict may be
+    # found at the temporary file, before the store is renamed in: the copy comes with the store.
+    versions = wait_until(lambda: server.call("document/versions", {"document": handle})["versions"], timeout=20, what="the conflict copy")
     assert [v["kind"] for v in versions] == ["conflict"] and versions[0]["size"] > 0, versions
     with sqlite3.connect(f"file:{versions[0]['uri'][len('file://'):]}?mode=ro", uri=True) as kept:
         assert [r[0] for r in kept.execute("SELECT title FROM notes ORDER BY id")] == ["saved", "theirs"]
     assert error_of(server.save(handle))["code"] == CHANGED_ON_DISK
     resolved = server.call("document/resolveConflict", {"document": handle, "resolution": "theirs"})
     assert resolved["hasUnsavedChanges"] is False and resolved["state"] == []
+    assert [r[0] for r in rows(server, handle, "SELECT title FROM notes ORDER BY id")] == ["saved", "theirs"]
+
+
+def test_a_conflict_found_at_a_temporary_file_copies_their_store_when_it_is_renamed_in(sandbox):
+    """The conflict is found when the other program's temporary file appears; the store it renames
+    in later is what the conflict copy holds (one copy, not one of the unchanged store)."""
+    package = sandbox.docs / "library.docpackage"
+    server = sandbox.start()
+    handle = create(server, package)["document"]
+    server.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES ('saved')"})
+    server.save(handle)
+    server.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES ('unsaved')"})
+
+    replacement = package / "StoreContent" / ".incoming"
+    shutil.copy(store_path(package), replacement)
+    wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"], timeout=20, what="the conflict")
+    assert server.call("document/versions", {"document": handle})["versions"] == [], "their store has not changed yet"
+    connection = sqlite3.connect(replacement)
+    connection.execute("INSERT INTO notes(title) VALUES ('theirs')")
+    connection.commit()
+    connection.close()
+    os.replace(replacement, store_path(package))
+
+    versions = wait_until(lambda: server.call("document/versions", {"document": handle})["versions"], timeout=20, what="the conflict copy")
+    assert [v["kind"] for v in versions] == ["conflict"], versions
+    with sqlite3.connect(f"file:{versions[0]['uri'][len('file://'):]}?mode=ro", uri=True) as kept:
+        assert [r[0] for r in kept.execute("SELECT title FROM notes ORDER BY id")] == ["saved", "theirs"]
+    server.call("document/resolveConflict", {"document": handle, "resolution": "theirs"})
     assert [r[0] for r in rows(server, handle, "SELECT title FROM notes ORDER BY id")] == ["saved", "theirs"]
 
 
