@@ -37,6 +37,9 @@ public struct Document: Sendable {
     /// the server last looked at them: at the open, after a save or a revert, at every check of the
     /// watcher. nil when there is no file.
     public internal(set) var attributes: FileAttributes? = nil
+    /// The conflict copies sync tools wrote beside the file and nobody resolved yet, newest
+    /// first (the state has `syncConflict` while there are any).
+    public internal(set) var syncCopies: [SyncCopyFile] = []
 
     /// Whether the server can no longer write the file: a save would be refused for the file
     /// itself (``FileAttributes/readOnly``). false when there is no file (a save creates one).

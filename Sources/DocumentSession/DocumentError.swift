@@ -26,6 +26,9 @@ public enum DocumentError: Error, Sendable, Equatable {
     case deletedOnDisk(path: String)
     /// `resolveConflict` on a document that is not in conflict.
     case notInConflict(handle: String)
+    /// `resolveConflict` taking `theirs` or `merge` from a sync tool's conflict copy, when the
+    /// document has several and none was named: their ids.
+    case conflictCopyNotNamed(handle: String, ids: [String])
     /// A three-way merge found changes on both sides to the same lines: the regions, with line
     /// ranges in the document's current text.
     case mergeConflicts([ThreeWayMerge.Conflict])

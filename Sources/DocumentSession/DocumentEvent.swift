@@ -49,6 +49,9 @@ public struct DocumentEvent: Sendable, Equatable {
         /// The last lease holding the document ended (`workspace/endCoordination`), and its file
         /// was checked: editing is back.
         case coordinationEnded
+        /// A sync tool's conflict copy appeared beside the file (`inConflict`), or the last
+        /// unresolved one went (the tool removed it, or another program did).
+        case syncConflict
     }
 
     /// What the event reports.

@@ -13,6 +13,10 @@ public struct DocumentState: OptionSet, Sendable, Hashable {
     public static let editingDisabled = DocumentState(rawValue: 1 << 3)
     /// A long load or save is running.
     public static let progressAvailable = DocumentState(rawValue: 1 << 4)
+    /// A sync tool wrote conflict copies beside the file that are not resolved yet. On the wire
+    /// it is `inConflict` too; inside, it is kept apart from the file's own conflict, which
+    /// stops autosave and saves (the file is the document's to write while copies wait).
+    public static let syncConflict = DocumentState(rawValue: 1 << 5)
 
     /// The flags by their wire names, in a fixed order.
     public static let names: [(DocumentState, String)] = [
@@ -20,6 +24,10 @@ public struct DocumentState: OptionSet, Sendable, Hashable {
         (.editingDisabled, "editingDisabled"), (.progressAvailable, "progressAvailable"),
     ]
 
-    /// The names of the flags set, in a fixed order.
-    public var flagNames: [String] { Self.names.filter { contains($0.0) }.map(\.1) }
+    /// The names of the flags set, in a fixed order (`syncConflict` is `inConflict`).
+    public var flagNames: [String] {
+        var shown = self
+        if shown.contains(.syncConflict) { shown.remove(.syncConflict); shown.insert(.inConflict) }
+        return Self.names.filter { shown.contains($0.0) }.map(\.1)
+    }
 }

@@ -23,6 +23,10 @@ struct PresenterState {
     var movedTo: [String: String] = [:]
     /// The disk's version of each document in conflict.
     var conflicts: [String: DiskVersion] = [:]
+    /// Documents whose directory is being looked at for sync tools' conflict copies now, and
+    /// those to look at again after that.
+    var scanningCopies: Set<String> = []
+    var rescanCopies: Set<String> = []
     /// For documents an editor owns (``DocumentStore/mirrored``): the file's text proposed to the
     /// editor as a reload, taken as synced when the document's text reaches it.
     var pendingReloads: [String: DiskVersion] = [:]
@@ -88,6 +92,7 @@ extension DocumentStore {
         presenter.pendingReloads[handle] = nil
         presenter.movedTo[handle] = nil
         presenter.recheck.remove(handle)
+        presenter.rescanCopies.remove(handle)
         mirrored.remove(handle)
     }
 
@@ -119,7 +124,9 @@ extension DocumentStore {
         // The new registration first: when both paths are in one directory its watch then never
         // drops to no registration (which would remove it and add it again, losing events).
         let target = (try? SafeSave.resolveSymlinks(path)) ?? path
-        let token = try? watcher.watch(path: target)
+        // Told also of names beside it that may be a sync tool's conflict copies of it.
+        let name = FileWatcher.split(target)?.name ?? ""
+        let token = try? watcher.watch(path: target, siblings: { SyncConflictNames.mayBeCopy($0, of: name) })
         if let old = presenter.tokens.removeValue(forKey: handle) {
             presenter.handleByToken[old] = nil
             watcher.unwatch(old)
@@ -137,6 +144,7 @@ extension DocumentStore {
         guard let path = documents[handle]?.path else { return }
         if path != oldPath {
             watch(handle, path: path)
+            scanSyncCopies(handle)
             versionWrites?.run { versions in try? versions.moveDocument(from: oldPath, to: path) }
         }
         presenter.conflicts[handle] = nil
@@ -161,7 +169,17 @@ extension DocumentStore {
     /// the document, so that the document's own saves are recognised by their identity).
     func noteFileEvent(_ event: FileEvent) {
         guard let handle = presenter.handleByToken[event.token], documents[handle] != nil else { return }
-        if case .movedTo(let newPath) = event.kind { presenter.movedTo[handle] = newPath }
+        switch event.kind {
+        case .sibling:
+            scanSyncCopies(handle)
+            return
+        case .movedTo(let newPath):
+            presenter.movedTo[handle] = newPath
+        case .rescan:
+            scanSyncCopies(handle)
+        default:
+            break
+        }
         checkSoon(handle)
     }
 
@@ -434,6 +452,7 @@ extension DocumentStore {
         handleByPath[newPath] = handle
         documents[handle]!.path = newPath
         watch(handle, path: newPath)
+        scanSyncCopies(handle)
         journalMoved(handle, to: newPath)
         versionWrites?.run { versions in try? versions.moveDocument(from: oldPath, to: newPath) }
         let document = documents[handle]!
@@ -482,8 +501,12 @@ extension DocumentStore {
     /// (`.staleVersion`: a client acting on an old view learns that first, whatever else changed);
     /// the document is in conflict. Only then is the file read or the merge made.
     public func resolveConflict(
-        _ handle: String, _ resolution: ConflictResolution, version: Int64?, encoding: PositionEncoding
+        _ handle: String, _ resolution: ConflictResolution, version: Int64?, encoding: PositionEncoding, id: String? = nil
     ) async throws(DocumentError) -> (version: Int64, edits: [TextEdit]) {
+        // A sync tool's copy named, or only copies to resolve: resolved against them.
+        if let document = documents[handle], id != nil || (!document.state.contains(.inConflict) && document.state.contains(.syncConflict)) {
+            return try await resolveSyncConflict(handle, resolution, id: id, version: version, encoding: encoding)
+        }
         try checkResolvable(handle, version: version)
         await acquire(handle)
         defer { release(handle) }
@@ -593,6 +616,7 @@ extension DocumentStore {
     /// The text of one of the document's versions.
     public func readVersion(_ handle: String, id: String) async throws(DocumentError) -> TextBuffer {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        if id.hasPrefix(Self.syncCopyPrefix) { return try await readSyncCopy(handle, id: id) }
         let store = try versionStore()
         guard let version = store.version(id), version.documentPath == document.path else { throw .unknownVersion(id) }
         let read = await runOnOwnThread { () -> Result<[UInt8], FileSystemError> in

@@ -121,11 +121,26 @@ extension DocumentStore {
         // The request goes to the save's thread in a box it empties: a request that hashes the
         // synced text holds that text, and the closure, released on the loop, must not.
         let handedRequest = HandOver(request)
+        // A save whose bytes the file holds already writes nothing: the text is the one synced
+        // with the file, in its encoding, and the file is the one synced, unchanged since. (The
+        // text is compared on the save's thread: O(n) when the lengths match.)
+        let synced = newPath == nil ? document.syncedText : nil
+        let unchangedFile = newPath == nil && encoding == document.encoding && byteOrderMark == document.hasByteOrderMark
+            ? document.identity : nil
         // A large save runs at a lower priority (nice 10): on two cores the client, the thread
         // answering edits and the save compete, and typing should win; a small one is over before
         // it matters, and waiting for a processor would only slow it.
         let outcome = await runOnOwnThread(niceness: large ? 10 : 0) { () -> Result<SafeSave.Outcome, SaveError> in
             let request = handedRequest.take()
+            if let synced, let unchangedFile {
+                let target = (try? SafeSave.resolveSymlinks(request.path)) ?? request.path
+                if let now = FileIdentity.current(path: target), FileWatcher.classify(recorded: unchangedFile, now: now) == .unchanged,
+                   snapshot == synced {
+                    var identity = now
+                    identity.contentHash = unchangedFile.contentHash
+                    return .success(SafeSave.Outcome(path: target, identity: identity, size: Int(now.size), durable: true, method: .unchanged))
+                }
+            }
             if newPath != nil {
                 // A save as first sweeps the temp files killed saves left in its destination's
                 // directory, as an open does beside its file (by the same rules, and only where

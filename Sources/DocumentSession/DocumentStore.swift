@@ -223,7 +223,8 @@ public actor DocumentStore {
                             from: $0, path: path, disk: buffer, encoding: loaded.encoding, byteOrderMark: loaded.hasByteOrderMark,
                             size: loaded.identity.size)
                     }
-                    return (buffer, loaded, LoadFindings(journals: scan, undo: undo ?? .none))
+                    let copies = SyncConflictNames.copies(besides: (try? SafeSave.resolveSymlinks(path)) ?? path)
+                    return (buffer, loaded, LoadFindings(journals: scan, undo: undo ?? .none, syncCopies: copies))
                 }
             } }
             task = Task { () -> Result<String, DocumentError> in
@@ -264,10 +265,15 @@ public actor DocumentStore {
                 history = kept
                 identity.contentHash = hash
             }
-            let document = Document(
+            var document = Document(
                 handle: makeHandle(), path: path, buffer: buffer, history: history,
                 encoding: loaded.encoding, hasByteOrderMark: loaded.hasByteOrderMark,
                 lineEnding: loaded.lineEnding, identity: identity, syncedText: buffer)
+            if !findings.syncCopies.isEmpty {
+                // Copies a sync tool left beside the file: the document opens in conflict.
+                document.syncCopies = findings.syncCopies
+                document.state.insert(.syncConflict)
+            }
             install(document)
             let scan = findings.journals
             recoveries[document.handle] = scan.offer
@@ -545,6 +551,8 @@ public actor DocumentStore {
 struct LoadFindings: Sendable {
     var journals: JournalScan
     var undo: PersistedUndo.Found
+    /// Sync tools' conflict copies beside the file when it was read.
+    var syncCopies: [SyncCopyFile] = []
 }
 
 /// The cancellation checks of everyone waiting for one load.

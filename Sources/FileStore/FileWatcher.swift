@@ -33,6 +33,10 @@ public struct FileEvent: Sendable, Hashable, CustomStringConvertible {
         /// Events were lost (the kernel's queue overflowed) or the directory itself was moved,
         /// deleted or unmounted: compare the file's identity again.
         case rescan
+        /// Another name in the file's directory, one the registration's `siblings` filter took,
+        /// was created, written, renamed in or out, or deleted (debounced as the file's own
+        /// events are): look at the directory.
+        case sibling(name: String)
     }
 
     /// The path the file was registered with.
@@ -127,8 +131,12 @@ public final class FileWatcher: Sendable {
 
     /// Watches the file at `path` (it need not exist yet; its directory must). Each call answers a
     /// registration of its own, even for a path already watched.
-    public func watch(path: String) throws(FileSystemError) -> WatchToken {
-        try core.watch(path: path)
+    ///
+    /// With `siblings`, other names in the directory that it answers true for are reported too
+    /// (``FileEvent/Kind/sibling(name:)``): a sync tool's conflict copy appearing beside the file.
+    /// It is called on the watcher's thread, under its lock: it must be quick and call nothing back.
+    public func watch(path: String, siblings: (@Sendable (String) -> Bool)? = nil) throws(FileSystemError) -> WatchToken {
+        try core.watch(path: path, siblings: siblings)
     }
 
     /// Ends a registration; its directory's watch is removed with the last file watched in it.
@@ -163,7 +171,7 @@ public final class FileWatcher: Sendable {
     }
 
     /// Splits a path into its directory and its last component (trailing slashes dropped).
-    static func split(_ path: String) -> (directory: String, name: String)? {
+    public static func split(_ path: String) -> (directory: String, name: String)? {
         var bytes = Array(path.utf8)
         while bytes.count > 1 && bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
         guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else {
@@ -175,7 +183,7 @@ public final class FileWatcher: Sendable {
         return (directory, name)
     }
 
-    static func join(_ directory: String, _ name: String) -> String {
+    public static func join(_ directory: String, _ name: String) -> String {
         directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 }
@@ -381,6 +389,8 @@ private struct Registry: WatcherThreadState, ~Copyable {
         var name: String
         /// nil once the kernel dropped the directory's watch (the directory is gone).
         var descriptor: Int32?
+        /// Which other names of the directory the registration is told about.
+        var siblings: (@Sendable (String) -> Bool)?
     }
 
     var nextID: UInt64 = 1
@@ -396,6 +406,16 @@ private struct Registry: WatcherThreadState, ~Copyable {
     func watchers(_ descriptor: Int32, _ name: String) -> [(UInt64, String)] {
         guard let ids = directories[descriptor]?.names[name] else { return [] }
         return ids.compactMap { id in registrations[id].map { (id, $0.path) } }
+    }
+
+    /// The registrations in the directory watched by `descriptor` that want to hear of `name`, a
+    /// name none of them watches.
+    func siblingWatchers(_ descriptor: Int32, _ name: String) -> [(UInt64, String)] {
+        guard let directory = directories[descriptor] else { return [] }
+        return directory.names.values.flatMap { $0 }.sorted().compactMap { id in
+            guard let registration = registrations[id], let wants = registration.siblings, wants(name) else { return nil }
+            return (id, registration.path)
+        }
     }
 }
 
@@ -428,7 +448,7 @@ final class WatcherCore: @unchecked Sendable {
 
     var watchedDirectoryCount: Int { registry.withLock { $0.directories.count } }
 
-    func watch(path: String) throws(FileSystemError) -> WatchToken {
+    func watch(path: String, siblings: (@Sendable (String) -> Bool)? = nil) throws(FileSystemError) -> WatchToken {
         guard let (directory, name) = FileWatcher.split(path) else {
             throw FileSystemError(errno: EINVAL, syscall: "inotify_add_watch", path: path,
                                   reason: "the path names no file in a directory")
@@ -449,7 +469,7 @@ final class WatcherCore: @unchecked Sendable {
             }
             state.directories[descriptor]!.references += 1
             state.directories[descriptor]!.names[name, default: []].append(id)
-            state.registrations[id] = Registry.Registration(path: path, name: name, descriptor: descriptor)
+            state.registrations[id] = Registry.Registration(path: path, name: name, descriptor: descriptor, siblings: siblings)
             return .success(WatchToken(id: id))
         }
         return try outcome.get()
@@ -504,6 +524,9 @@ final class WatcherCore: @unchecked Sendable {
     }
 
     private var pending: [Key: Pending] = [:]
+    /// Other names of watched directories that some registration wants to hear of: when their
+    /// window ends, and its place in the order of reports.
+    private var pendingSiblings: [Key: (deadline: Int64, sequence: UInt64)] = [:]
     /// The watched names renamed away whose `IN_MOVED_TO` has not been seen, by cookie.
     private var unpaired: [UInt32: Key] = [:]
     private var sequence: UInt64 = 0
@@ -515,7 +538,8 @@ final class WatcherCore: @unchecked Sendable {
     private func run() {
         let waiting = WatcherWait(inotify: inotify, wake: wake)
         while !isStopped {
-            let ready = waiting.wait(until: pending.values.map(\.deadline).min())
+            let deadlines = [pending.values.map(\.deadline).min(), pendingSiblings.values.map(\.deadline).min()].compactMap { $0 }
+            let ready = waiting.wait(until: deadlines.min())
             if ready.failed || ready.woken { break }  // stop() woke us
             if ready.events {
                 var events: [FileEvent] = []
@@ -554,6 +578,7 @@ final class WatcherCore: @unchecked Sendable {
     ) {
         if mask & UInt32(IN_Q_OVERFLOW) != 0 {
             pending.removeAll()
+            pendingSiblings.removeAll()
             unpaired.removeAll()
             let all = registry.withLock { state in state.registrations.map { ($0.key, $0.value.path) } }
             for (id, path) in all.sorted(by: { $0.0 < $1.0 }) {
@@ -570,6 +595,7 @@ final class WatcherCore: @unchecked Sendable {
                 }
             }
             pending = pending.filter { $0.key.descriptor != descriptor }
+            pendingSiblings = pendingSiblings.filter { $0.key.descriptor != descriptor }
             unpaired = unpaired.filter { $0.value.descriptor != descriptor }
             return
         }
@@ -598,10 +624,13 @@ final class WatcherCore: @unchecked Sendable {
                     entry.arrived = false
                 }
             }
-            if watched { arrive(key, at: time) }
+            if watched { arrive(key, at: time) } else { sibling(key, mask: mask, at: time) }
             return
         }
-        guard watched else { return }
+        guard watched else {
+            sibling(key, mask: mask, at: time)
+            return
+        }
         if mask & UInt32(IN_MOVED_FROM) != 0 {
             unpaired[cookie] = key
             touch(key, at: time) { entry in
@@ -626,6 +655,17 @@ final class WatcherCore: @unchecked Sendable {
         }
     }
 
+    /// A name nobody watches: a window of its own when a registration of its directory wants to
+    /// hear of it and the event may have made, filled, moved or removed a file there.
+    private func sibling(_ key: Key, mask: UInt32, at time: Int64) {
+        let relevant = UInt32(IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)
+        guard mask & relevant != 0 else { return }
+        let wanted = registry.withLock { !$0.siblingWatchers(key.descriptor, key.name).isEmpty }
+        guard wanted else { return }
+        sequence += 1
+        pendingSiblings[key] = (time + debounce, sequence)
+    }
+
     /// Another file now holds the name: it supersedes a departure seen in the same window.
     private func arrive(_ key: Key, at time: Int64) {
         touch(key, at: time) { entry in
@@ -637,6 +677,16 @@ final class WatcherCore: @unchecked Sendable {
 
     /// Reports every name whose window has ended.
     private func flushDue(at time: Int64, into events: inout [FileEvent]) {
+        let siblings = pendingSiblings.filter { $0.value.deadline <= time }.sorted { $0.value.sequence < $1.value.sequence }
+        if !siblings.isEmpty {
+            for (key, _) in siblings { pendingSiblings[key] = nil }
+            let targets = registry.withLock { state in siblings.map { state.siblingWatchers($0.key.descriptor, $0.key.name) } }
+            for ((key, _), watchers) in zip(siblings, targets) {
+                for (id, path) in watchers {
+                    events.append(FileEvent(path: path, token: WatchToken(id: id), kind: .sibling(name: key.name)))
+                }
+            }
+        }
         let due = pending.filter { $0.value.deadline <= time }.sorted { $0.value.sequence < $1.value.sequence }
         guard !due.isEmpty else { return }
         for (key, _) in due { pending[key] = nil }

@@ -111,6 +111,10 @@ public enum SafeSave {
         /// Written into the existing file after a backup copy: the file has several hard links, its
         /// owner cannot be reproduced, or it cannot be replaced (a bind-mounted file: EBUSY, EXDEV).
         case inPlace
+        /// Nothing was written: the file already held exactly these bytes (it is the one last read
+        /// or saved, unchanged since, and the text is the one synced with it). No new modification
+        /// time for a sync tool to spread.
+        case unchanged
     }
 
     /// What to save, and how careful to be.
@@ -169,6 +173,10 @@ public enum SafeSave {
         /// power loss could still undo the rename).
         public var durable: Bool
         public var method: Method
+
+        public init(path: String, identity: FileIdentity, size: Int, durable: Bool, method: Method) {
+            (self.path, self.identity, self.size, self.durable, self.method) = (path, identity, size, durable, method)
+        }
     }
 
     /// Saves the bytes `content` writes into `sink`, following safe-save.md's protocol.

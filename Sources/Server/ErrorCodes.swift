@@ -152,6 +152,10 @@ extension Server {
                 data: ["path": .string(path), "uri": .string(FileURI.uri(from: path))])
         case .notInConflict(let handle):
             return ResponseError(.notInConflict, "Document \(handle) is not in conflict: there is nothing to resolve", data: ["document": .string(handle)])
+        case .conflictCopyNotNamed(let handle, let ids):
+            return .invalidParams(
+                field: "params.id",
+                "missing: document \(handle) has \(ids.count) conflict copies (\(ids.joined(separator: ", "))); name the one to take or merge")
         case .mergeConflicts(let regions):
             return ResponseError(.changedOnDisk, "The merge found \(regions.count) conflicting region(s)")
         case .theirsUnreadable(let load):

@@ -13,9 +13,12 @@ struct ResolveConflictRequest: RequestType, PackageAwareRequest {
     var handle: String
     var resolution: ConflictResolution
     var version: Int64?
+    /// The conflict version to resolve against: a sync tool's copy (`sync:<name>`).
+    var id: String?
 
     init(params: Params) throws(ResponseError) {
         handle = try params.string("document")
+        id = try params.optionalString("id")
         guard let how = try params.optionalEnumeration("resolution", ["mine", "theirs", "merge"]) else {
             throw .invalidParams(field: "params.resolution", "missing (one of \"mine\", \"theirs\", \"merge\" is required)")
         }
@@ -71,17 +74,32 @@ struct ListVersionsRequest: RequestType, PackageAwareRequest {
     }
 }
 
-/// The document's conflict versions and saved versions, newest first.
+/// The document's versions, newest first: sync tools' conflict copies beside its file (unresolved)
+/// and the kept conflict and saved versions.
 struct VersionsResult: RequestResult {
     var versions: [VersionStore.Version]
+    var copies: [SyncCopyFile] = []
 
     var json: JSONValue {
-        ["versions": .array(versions.map { version in
-            [
+        var entries: [(date: Int64, json: JSONValue)] = versions.map { version in
+            (version.date, [
                 "id": .string(version.id), "kind": .string(version.kind.rawValue),
                 "date": .string(Timestamp.iso8601(nanoseconds: version.date)), "size": .integer(Int64(version.size)),
+            ])
+        }
+        for copy in copies {
+            var entry: JSONObject = [
+                "id": .string(DocumentStore.versionID(of: copy)), "kind": "syncConflict",
+                "date": .string(Timestamp.iso8601(nanoseconds: copy.date)), "size": .integer(copy.size),
+                "resolved": false, "tool": .string(copy.copy.tool.rawValue),
             ]
-        })]
+            if let device = copy.copy.device { entry["device"] = .string(device) }
+            entry["uri"] = .string(FileURI.uri(from: copy.path))
+            entries.append((copy.date, .object(entry)))
+        }
+        // Newest first; a stable sort keeps the store's order among equal dates.
+        let sorted = entries.enumerated().sorted { ($0.element.date, -$0.offset) > ($1.element.date, -$1.offset) }
+        return ["versions": .array(sorted.map(\.element.json))]
     }
 }
 

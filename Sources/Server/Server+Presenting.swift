@@ -17,7 +17,7 @@ extension Server {
         // and merged off the actor, but the queue waits for it).
         do throws(DocumentError) {
             let (newVersion, edits) = try await attributed { () throws(DocumentError) in
-                try await store.resolveConflict(handle, params.resolution, version: params.version, encoding: encoding)
+                try await store.resolveConflict(handle, params.resolution, version: params.version, encoding: encoding, id: params.id)
             }
             return .resolved(version: newVersion, edits: edits)
         } catch {
@@ -35,7 +35,7 @@ extension Server {
     /// `document/versions`: the document's conflict versions and saved versions, newest first.
     func listVersions(_ params: ListVersionsRequest) async throws(ResponseError) -> VersionsResult {
         do throws(DocumentError) {
-            return VersionsResult(versions: try await store.versions(params.handle))
+            return VersionsResult(versions: try await store.versions(params.handle), copies: try await store.syncCopies(params.handle))
         } catch {
             throw Self.responseError(error, id: .null)
         }

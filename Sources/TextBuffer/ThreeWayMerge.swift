@@ -235,3 +235,25 @@ public enum ThreeWayMerge {
         return .merged(merged)
     }
 }
+
+extension ThreeWayMerge {
+    /// The regions where `mine` and `theirs` differ, as conflicts without a base (`base` empty,
+    /// `baseLines` empty at the region's start in mine): what a merge answers when no common
+    /// ancestor of the two is known, so that a user resolves each region by hand.
+    public static func twoWayRegions(mine: [UInt8], theirs: [UInt8]) -> [Conflict] {
+        mine.withUnsafeBufferPointer { mineBytes in
+            theirs.withUnsafeBufferPointer { theirsBytes in
+                var mineLines = LineCounter(mineBytes), theirsLines = LineCounter(theirsBytes)
+                return hunks(mineBytes, theirsBytes).map { hunk in
+                    let mineStart = mineLines.line(at: hunk.old.lowerBound), mineEnd = mineLines.line(at: hunk.old.upperBound)
+                    let theirsStart = theirsLines.line(at: hunk.new.lowerBound), theirsEnd = theirsLines.line(at: hunk.new.upperBound)
+                    return Conflict(
+                        baseLines: mineStart..<mineStart, mineLines: mineStart..<mineEnd, theirsLines: theirsStart..<theirsEnd,
+                        mineUTF8Range: hunk.old, base: "",
+                        mine: String(decoding: UnsafeBufferPointer(rebasing: mineBytes[hunk.old]), as: UTF8.self),
+                        theirs: String(decoding: UnsafeBufferPointer(rebasing: theirsBytes[hunk.new]), as: UTF8.self))
+                }
+            }
+        }
+    }
+}

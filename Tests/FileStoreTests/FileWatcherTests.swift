@@ -285,6 +285,35 @@ struct FileWatcherTests {
         #expect(!log.events(for: file).contains { if case .movedTo = $0.kind { true } else { false } })
     }
 
+    @Test("siblings: a name the filter takes is reported to the registration that asked (created, renamed in, deleted); others not")
+    func siblings() async throws {
+        let directory = makeDirectory()
+        defer { removeTree(directory) }
+        let file = directory + "/notes.md", other = directory + "/other.md"
+        writeFile(file, "x\n")
+        writeFile(other, "y\n")
+        let log = EventLog()
+        let watcher = try FileWatcher(handler: log.append)
+        defer { watcher.stop() }
+        _ = try watcher.watch(path: file, siblings: { $0.hasPrefix("notes.sync-conflict-") })
+        _ = try watcher.watch(path: other)
+        let copy = directory + "/notes.sync-conflict-20261128-101502-ABCDEFG.md"
+        writeFile(directory + "/unrelated.md", "z\n")
+        writeFile(directory + "/.incoming", "theirs\n")
+        #expect(rename(directory + "/.incoming", copy) == 0)
+        #expect(await log.waitFor(.sibling(name: "notes.sync-conflict-20261128-101502-ABCDEFG.md"), at: file) != nil)
+        #expect(unlink(copy) == 0)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while log.events(for: file).filter({ $0.kind == .sibling(name: "notes.sync-conflict-20261128-101502-ABCDEFG.md") }).count < 2,
+              ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(log.events(for: file).filter { $0.kind == .sibling(name: "notes.sync-conflict-20261128-101502-ABCDEFG.md") }.count == 2)
+        // Nothing for the names the filter refused, and nothing for the registration without one.
+        #expect(!log.events(for: file).contains { $0.kind == .sibling(name: "unrelated.md") || $0.kind == .sibling(name: ".incoming") })
+        #expect(!log.events(for: other).contains { if case .sibling = $0.kind { true } else { false } })
+    }
+
     @Test("rm is deleted; classify says gone")
     func remove() async throws {
         let directory = makeDirectory()

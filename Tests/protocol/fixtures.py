@@ -101,6 +101,17 @@ def change_fixture(name: str, text: str) -> None:
         out.truncate()
 
 
+def create_fixture(name: str, text: str) -> None:
+    """Makes a new file `name` in the fixture directory holding `text` (UTF-8), as a sync tool
+    does: written under a temporary name, then renamed in."""
+    path = fixture_path(name)
+    if path.exists():
+        raise FileExistsError(path)
+    temp = path.with_name(".incoming-" + path.name)
+    temp.write_bytes(text.encode("utf-8"))
+    os.rename(temp, path)
+
+
 def move_fixture(name: str, to: str) -> None:
     """Renames a fixture file, as another program would (`mv`, one rename(2)): `to` is a path under
     the fixture directory, whose missing directories are made first."""
