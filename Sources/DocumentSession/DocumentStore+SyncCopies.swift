@@ -130,21 +130,7 @@ extension DocumentStore {
         case .merge(let text?):
             target = TextBuffer(text)
         case .merge(nil):
-            let theirs = texts[0].1
-            let candidates = await mergeBaseCandidates(handle)
-            let work = await runOnOwnThread { () -> Result<TextBuffer, DocumentError> in
-                guard let base = Self.nearest(to: theirs, among: candidates) else {
-                    return .failure(.mergeConflicts(ThreeWayMerge.twoWayRegions(mine: mine.utf8Bytes(), theirs: theirs.utf8Bytes())))
-                }
-                switch ThreeWayMerge.merge(base: base.utf8Bytes(), mine: mine.utf8Bytes(), theirs: theirs.utf8Bytes()) {
-                case .merged(let bytes): return .success(TextBuffer(utf8: bytes) ?? TextBuffer(String(decoding: bytes, as: UTF8.self)))
-                case .conflicts(let regions): return .failure(.mergeConflicts(regions))
-                }
-            }
-            switch work {
-            case .success(let merged): target = merged
-            case .failure(let error): throw error
-            }
+            target = try await mergeWithCopy(handle, mine: mine, theirs: texts[0].1)
         }
         let steps: [AppliedEdit]
         if let target {
@@ -175,6 +161,40 @@ extension DocumentStore {
         // A copy that could not be removed (it changed since it was read) is found again.
         if removed.count != settled.count { scanSyncCopies(handle) }
         return (documents[handle]!.version, sent)
+    }
+
+    /// `mine` merged with a copy's text `theirs`, three ways against the kept version the copy
+    /// descends from (see ``resolveSyncConflict(_:_:id:version:encoding:)``); `.mergeConflicts`
+    /// when the sides overlap, or (empty bases) when no version is common to both.
+    func mergeWithCopy(_ handle: String, mine: TextBuffer, theirs: TextBuffer) async throws(DocumentError) -> TextBuffer {
+        let candidates = await mergeBaseCandidates(handle)
+        let work = await runOnOwnThread { () -> Result<TextBuffer, DocumentError> in
+            guard let base = Self.nearest(to: theirs, among: candidates) else {
+                return .failure(.mergeConflicts(ThreeWayMerge.twoWayRegions(mine: mine.utf8Bytes(), theirs: theirs.utf8Bytes())))
+            }
+            switch ThreeWayMerge.merge(base: base.utf8Bytes(), mine: mine.utf8Bytes(), theirs: theirs.utf8Bytes()) {
+            case .merged(let bytes): return .success(TextBuffer(utf8: bytes) ?? TextBuffer(String(decoding: bytes, as: UTF8.self)))
+            case .conflicts(let regions): return .failure(.mergeConflicts(regions))
+            }
+        }
+        switch work {
+        case .success(let merged): return merged
+        case .failure(let error): throw error
+        }
+    }
+
+    /// The text a resolution against the copy `id` would give the document, without making it
+    /// (the LSP mode proposes it to the editor, which owns the text, then settles the copy).
+    public func syncResolutionText(_ handle: String, id: String, _ resolution: ConflictResolution) async throws(DocumentError) -> TextBuffer {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        guard let copy = syncCopy(handle, id: id) else { throw .unknownVersion(id) }
+        let (theirs, _) = try await readSyncCopy(copy, encoding: document.encoding)
+        switch resolution {
+        case .mine: return document.buffer
+        case .theirs: return theirs
+        case .merge(let text?): return TextBuffer(text)
+        case .merge(nil): return try await mergeWithCopy(handle, mine: document.buffer, theirs: theirs)
+        }
     }
 
     /// The copies a resolution settles, after the checks: open, not coordinated, `version` current,

@@ -52,6 +52,9 @@ struct Expectation: Sendable {
         case resolveConflict
         /// A recovery: the dead server's journal goes (the session's own journal has the text).
         case discardRecovery
+        /// A sync tool's conflict copy taken or merged: the copy is settled (removed, kept as a
+        /// version) once the buffer holds the text.
+        case settleSyncCopy(id: String)
     }
     var text: TextBuffer
     var action: Action
@@ -253,6 +256,9 @@ extension Server {
             if event.reason == .externalChange, event.state.contains(.inConflict) {
                 Task { await self.offerResolution(uri) }
             }
+            if event.reason == .syncConflict, event.state.contains(.syncConflict) {
+                Task { await self.offerSyncResolution(uri) }
+            }
             if let message = Self.logMessage(event) { logMessage(.warning, message) }
         case .textChanged, .moved, .entriesChanged:
             // A mirrored document does not follow moves (a move is a deletion for it).
@@ -320,6 +326,8 @@ extension Server {
                 _ = try await store.resolveConflict(mirror.handle, .mine, version: nil, encoding: positionEncoding)
             case .discardRecovery:
                 try await store.discardRecovery(mirror.handle)
+            case .settleSyncCopy(let id):
+                _ = try await store.resolveConflict(mirror.handle, .mine, version: nil, encoding: positionEncoding, id: id)
             }
         } catch {
             logger.warning("\(uri): \(expectation.action) after the editor's change: \(error)")
@@ -405,8 +413,45 @@ extension Server {
         }
     }
 
+    /// A sync tool left a conflict copy beside the file: the user chooses for the newest copy;
+    /// "Keep mine" settles it (removed, kept as a version), "Take theirs" and "Merge" propose the
+    /// text by `workspace/applyEdit` and settle the copy once the buffer holds it.
+    private func offerSyncResolution(_ uri: String) async {
+        guard let mirror = editorSync.mirrors[uri], !mirror.askingAboutConflict,
+              let copy = (try? await store.syncCopies(mirror.handle))?.first else { return }
+        editorSync.mirrors[uri]?.askingAboutConflict = true
+        defer { editorSync.mirrors[uri]?.askingAboutConflict = false }
+        let name = Document.displayName(forPath: (try? FileURI.path(from: uri)) ?? uri)
+        let id = DocumentStore.versionID(of: copy)
+        let from = copy.copy.device.map { " (\($0))" } ?? ""
+        let answer = await showMessageRequest(
+            .warning, "\(name): \(copy.copy.tool.rawValue)\(from) left a conflict copy, \(copy.copy.name).",
+            actions: ["Keep mine", "Take theirs", "Merge", "Not now"])
+        guard editorSync.mirrors[uri]?.handle == mirror.handle,
+              (try? await store.syncCopies(mirror.handle))?.contains(where: { DocumentStore.versionID(of: $0) == id }) == true else { return }
+        do throws(DocumentError) {
+            switch answer {
+            case "Keep mine":
+                _ = try await store.resolveConflict(mirror.handle, .mine, version: nil, encoding: positionEncoding, id: id)
+            case "Take theirs":
+                let target = try await store.syncResolutionText(mirror.handle, id: id, .theirs)
+                _ = await propose(uri, target, .settleSyncCopy(id: id), label: "Took the conflict copy")
+            case "Merge":
+                let target = try await store.syncResolutionText(mirror.handle, id: id, .merge(text: nil))
+                _ = await propose(uri, target, .settleSyncCopy(id: id), label: "Merged the conflict copy")
+            default:
+                break
+            }
+        } catch .mergeConflicts(let regions) {
+            let count = regions.count == 1 ? "1 region" : "\(regions.count) regions"
+            showMessage(.warning, "\(name): not merged: the two texts differ in \(count) that cannot be merged; nothing was changed.")
+        } catch {
+            showMessage(.error, "\(name): the conflict copy was not resolved: \(Self.responseError(error, id: .null).message)")
+        }
+    }
+
     /// Publishes the buffer's diagnostic when its state calls for another: a conflict, a file
-    /// deleted on disk, or none.
+    /// deleted on disk, sync tools' conflict copies, or none.
     private func refreshDiagnostic(_ uri: String) async {
         guard let mirror = editorSync.mirrors[uri], let document = try? await store.document(mirror.handle) else { return }
         let message: String? =
@@ -414,6 +459,11 @@ extension Server {
                 "The file changed on disk while this buffer has unsaved edits: keep yours, take the file's or merge."
             } else if document.deletedOnDisk {
                 "The file was deleted on disk (or moved where it could not be followed): the buffer is kept, and saving writes the file again."
+            } else if !document.syncCopies.isEmpty {
+                "A sync tool left \(document.syncCopies.count == 1 ? "a conflict copy" : "\(document.syncCopies.count) conflict copies") of this file: "
+                    + document.syncCopies.map { copy in
+                        copy.copy.name + " (" + copy.copy.tool.rawValue + (copy.copy.device.map { ", " + $0 } ?? "") + ")"
+                    }.joined(separator: "; ") + ". Keep yours, take theirs or merge (docsession.versions lists them)."
             } else { nil }
         guard editorSync.mirrors[uri]?.diagnostic != message else { return }
         editorSync.mirrors[uri]?.diagnostic = message

@@ -719,3 +719,36 @@ def test_a_question_not_answered_with_an_action_changes_nothing(place: Path, ans
             assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
     finally:
         editor.client.kill()
+
+
+def test_a_sync_tools_conflict_copy_is_a_diagnostic_and_a_question(place: Path) -> None:
+    """Issue 20 (README §8.24, §12): a Syncthing copy beside a buffer is a diagnostic naming it and a
+    `window/showMessageRequest`; "Take theirs" comes as `workspace/applyEdit`, and once the buffer
+    holds it the copy is removed and the diagnostic goes."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("one\ntwo\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.type_at_end(path, "three\n")
+        editor.sync()
+        copy = place / "docs" / "notes.sync-conflict-20261128-101502-ABCDEFG.txt"
+        temp = place / "docs" / ".syncthing.notes.txt.tmp"
+        temp.write_text("one\ntwo (laptop)\n")
+        os.rename(temp, copy)
+        diagnostics = editor.next_notification("textDocument/publishDiagnostics")
+        (diagnostic,) = diagnostics["params"]["diagnostics"]
+        assert copy.name in diagnostic["message"] and "syncthing, ABCDEFG" in diagnostic["message"], diagnostic
+        question = editor.next_request("window/showMessageRequest")
+        assert copy.name in question["params"]["message"] and "syncthing (ABCDEFG)" in question["params"]["message"]
+        assert [a["title"] for a in question["params"]["actions"]] == ["Keep mine", "Take theirs", "Merge", "Not now"]
+        editor.answer(question, {"title": "Take theirs"})
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "one\ntwo (laptop)\n"
+        assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+        deadline = time.monotonic() + 20
+        while copy.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not copy.exists(), "the settled copy is removed"
+    finally:
+        editor.client.kill()
