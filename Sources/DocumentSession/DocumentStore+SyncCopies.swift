@@ -1,10 +1,6 @@
 import FileStore
 import TextBuffer
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Sync tools' conflict copies (protocol/README.md §8.24): a copy that Syncthing, Nextcloud,
 /// Seafile, Unison, Dropbox or OneDrive writes beside an open document is an unresolved conflict
 /// version of it (NSFileVersion's `unresolvedConflictVersionsOfItem`), listed by
@@ -144,7 +140,7 @@ extension DocumentStore {
         // The copies go: kept as resolved versions, then removed (the tool spreads the removal).
         let settled = texts
         let removed = await runOnOwnThread { () -> [String] in
-            settled.compactMap { copy, _ in Self.removeCopy(copy) ? copy.copy.name : nil }
+            settled.compactMap { copy, _ in SyncConflictNames.removeIfUnchanged(copy) ? copy.copy.name : nil }
         }
         for (copy, text) in settled where removed.contains(copy.copy.name) {
             keepSettledCopy(copy, text: text, of: now.path)
@@ -248,16 +244,6 @@ extension DocumentStore {
             if best == nil || distance < best!.1 { best = (candidate, distance) }
         }
         return best?.0
-    }
-
-    /// Removes a copy if it is still the file that was found (same inode, size and modification
-    /// time): a copy the tool rewrote meanwhile stays, to be found again. Blocks.
-    static func removeCopy(_ copy: SyncCopyFile) -> Bool {
-        var status = stat()
-        guard lstat(copy.path, &status) == 0 else { return true }  // already gone: settled
-        let modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
-        guard Int64(status.st_size) == copy.size, modified == copy.modified else { return false }
-        return unlink(copy.path) == 0 || errno == ENOENT
     }
 
     /// Keeps a settled copy's text as a resolved version of the document.

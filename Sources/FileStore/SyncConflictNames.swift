@@ -1,4 +1,5 @@
 import SystemCalls
+import SystemPackage
 
 #if canImport(Glibc)
     import Glibc
@@ -354,6 +355,22 @@ extension SyncConflictNames {
                 date: copy.date.flatMap(\.localNanoseconds) ?? modified))
         }
         return found.sorted { ($0.date, $0.copy.name) > ($1.date, $1.copy.name) }
+    }
+
+    /// Removes a copy found earlier if it is still that file (its size and modification time): a
+    /// copy the tool rewrote meanwhile stays, to be found again. Answers whether it is gone (also
+    /// when it was gone already). Blocks.
+    public static func removeIfUnchanged(_ copy: SyncCopyFile) -> Bool {
+        var status = stat()
+        guard lstat(copy.path, &status) == 0 else { return true }
+        let modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
+        guard Int64(status.st_size) == copy.size, modified == copy.modified else { return false }
+        do throws(SystemCallError) {
+            try removeFile(copy.path)
+            return true
+        } catch {
+            return error.errno == .noSuchFileOrDirectory
+        }
     }
 
     /// Whether `name` may be a conflict copy of the file `original` (a quick test for the watcher).

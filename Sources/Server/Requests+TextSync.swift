@@ -134,16 +134,18 @@ struct ExecuteCommandRequest: RequestType {
         case revert(EditorDocument)
         case versions(EditorDocument)
         case restoreVersion(EditorDocument, id: String)
+        case showVersion(EditorDocument, id: String)
 
         var document: EditorDocument {
             switch self {
-            case .save(let document), .revert(let document), .versions(let document), .restoreVersion(let document, _): document
+            case .save(let document), .revert(let document), .versions(let document), .restoreVersion(let document, _),
+                .showVersion(let document, _): document
             }
         }
     }
 
     /// The commands `executeCommandProvider` lists.
-    static let commands = ["docsession.save", "docsession.revert", "docsession.versions", "docsession.restoreVersion"]
+    static let commands = ["docsession.save", "docsession.revert", "docsession.versions", "docsession.restoreVersion", "docsession.showVersion"]
 
     var command: Command
 
@@ -157,7 +159,7 @@ struct ExecuteCommandRequest: RequestType {
         let field = params.fieldPath("arguments")
         guard let value = params.value("arguments") else { throw .invalidParams(field: field, "missing (\(name) takes the document's URI)") }
         guard case .array(let arguments) = value else { throw .invalidParams(field: field, "expected an array, got \(value.kindDescription)") }
-        let wanted = name == "docsession.restoreVersion" ? 2 : 1
+        let wanted = name == "docsession.restoreVersion" || name == "docsession.showVersion" ? 2 : 1
         guard arguments.count == wanted else {
             throw .invalidParams(
                 field: field,
@@ -173,7 +175,7 @@ struct ExecuteCommandRequest: RequestType {
             guard case .string(let id) = arguments[1] else {
                 throw .invalidParams(field: "\(field)[1]", "expected a version id (a string), got \(arguments[1].kindDescription)")
             }
-            command = .restoreVersion(document, id: id)
+            command = name == "docsession.showVersion" ? .showVersion(document, id: id) : .restoreVersion(document, id: id)
         }
     }
 }

@@ -531,6 +531,26 @@ extension Server {
         return result["title"]?.stringValue
     }
 
+    /// `window/showDocument` of `uri` (taking the focus): answers whether the editor showed it.
+    func showDocument(_ uri: String) async -> Bool {
+        let answer = await sendRequest("window/showDocument", ["uri": .string(uri), "takeFocus": true])
+        guard case .success(let result)? = answer else {
+            if case .failure(let error)? = answer { logger.warning("window/showDocument failed: \(error.message)") }
+            return false
+        }
+        return result["success"] == .bool(true)
+    }
+
+    /// The file name of a version's read-only copy: the document's stem, the version, its extension
+    /// (`notes (version 1795327913305622549-14578-1.saved).md`); a sync copy's id keeps the copy's name.
+    static func shownName(path: String, id: String) -> String {
+        let name = Document.displayName(forPath: path)
+        let bare = id.hasPrefix(DocumentStore.syncCopyPrefix) ? String(id.dropFirst(DocumentStore.syncCopyPrefix.count)) : id
+        let safe = String(bare.map { $0 == "/" ? "_" : $0 })
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "\(name) (version \(safe))" }
+        return "\(name[..<dot]) (version \(safe))\(name[dot...])"
+    }
+
     /// `window/showMessage`.
     func showMessage(_ type: MessageType, _ message: String) {
         writer.send(Notification(method: "window/showMessage", params: ["type": .integer(type.rawValue), "message": .string(message)]))
@@ -576,7 +596,7 @@ extension Server {
             }
         case .versions:
             do throws(DocumentError) {
-                return .now(CommandResult(json: VersionsResult(versions: try await store.versions(handle)).json))
+                return .now(CommandResult(json: VersionsResult(versions: try await store.versions(handle), copies: try await store.syncCopies(handle)).json))
             } catch {
                 throw Self.responseError(error, id: .null)
             }
@@ -599,6 +619,32 @@ extension Server {
                     guard let self else { return .success(CommandResult(json: ["applied": false])) }
                     let applied = await self.proposeVersion(uri, text)
                     return .success(CommandResult(json: ["applied": .bool(applied)]))
+                } catch {
+                    return .failure(Self.responseError(error, id: context.id, field: "params.arguments[1]"))
+                }
+            }
+        case .showVersion(_, let id):
+            let stateDirectory = configuration.stateDirectory
+            return .later { [weak self] in
+                do throws(DocumentError) {
+                    let text = try await store.readVersion(handle, id: id)
+                    guard let stateDirectory else { throw .versionsUnavailable(reason: "no state directory to write a copy in") }
+                    let name = Self.shownName(path: (try? FileURI.path(from: uri)) ?? uri, id: id)
+                    let written = await runOnOwnThread { () -> Result<String, FileSystemError> in
+                        do throws(FileSystemError) {
+                            return .success(try ShownVersion.write(text.utf8Bytes(), name: name, stateDirectory: stateDirectory))
+                        } catch {
+                            return .failure(error)
+                        }
+                    }
+                    let path: String
+                    switch written {
+                    case .success(let written): path = written
+                    case .failure(let error): throw .fileSystem(error)
+                    }
+                    let copyURI = FileURI.uri(from: path)
+                    let shown = await self?.showDocument(copyURI) ?? false
+                    return .success(CommandResult(json: ["shown": .bool(shown), "uri": .string(copyURI)]))
                 } catch {
                     return .failure(Self.responseError(error, id: context.id, field: "params.arguments[1]"))
                 }

@@ -14,6 +14,7 @@ import shutil
 import signal
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -179,7 +180,7 @@ def test_initialize_answers_lsp_capabilities_only_to_an_lsp_client(place: Path) 
     capabilities = editor.result["capabilities"]
     assert capabilities["textDocumentSync"] == {"openClose": True, "change": 2, "willSave": True, "save": {"includeText": False}}
     assert capabilities["executeCommandProvider"] == {
-        "commands": ["docsession.save", "docsession.revert", "docsession.versions", "docsession.restoreVersion"]}
+        "commands": ["docsession.save", "docsession.revert", "docsession.versions", "docsession.restoreVersion", "docsession.showVersion"]}
     assert capabilities["positionEncoding"] == "utf-16"
     assert editor.result["serverInfo"]["name"] == "docsession"
     # Everything answered to our own clients is still there.
@@ -750,5 +751,40 @@ def test_a_sync_tools_conflict_copy_is_a_diagnostic_and_a_question(place: Path) 
         while copy.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not copy.exists(), "the settled copy is removed"
+    finally:
+        editor.client.kill()
+
+
+def test_a_version_is_shown_on_a_read_only_copy(place: Path) -> None:
+    """Issue 21: `docsession.showVersion` writes the version's text to a read-only file under the
+    state directory and asks the editor to show it (`window/showDocument`)."""
+    path = place / "docs" / "notes.md"
+    path.write_text("first\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.change(path, [{"text": "second\n"}], "second\n")
+        editor.sync()
+        rewrite(path, "second\n")  # the editor writes
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        versions = wait_until(lambda: editor.command("docsession.versions", uri(path))["result"]["versions"], 20, "a kept version")
+        request_id = editor.client.next_id
+        editor.client.next_id += 1
+        editor.client.send({"jsonrpc": "2.0", "id": request_id, "method": "workspace/executeCommand",
+                            "params": {"command": "docsession.showVersion", "arguments": [uri(path), versions[0]["id"]]}})
+        show = editor.next_request("window/showDocument")
+        shown = Path(urllib.parse.unquote(show["params"]["uri"][len("file://"):]))
+        assert show["params"]["takeFocus"] is True
+        assert shown.read_text() == "second\n" and shown.name.startswith("notes (version ") and shown.suffix == ".md", shown
+        assert shown.stat().st_mode & 0o777 == 0o444, oct(shown.stat().st_mode)
+        assert not shown.is_relative_to(path.parent), "the copy is not beside the document"
+        editor.answer(show, {"success": True})
+        while True:
+            message = editor.client.read_message(20)
+            if message.get("id") == request_id and "method" not in message:
+                break
+        assert message["result"] == {"shown": True, "uri": show["params"]["uri"]}, message
+        bad = editor.command("docsession.showVersion", uri(path), "no-such-version")
+        assert bad["error"]["code"] == -32020, bad
     finally:
         editor.client.kill()

@@ -103,7 +103,7 @@ SERVER_TO_CLIENT = {
     "workspace/didChangeFiles",
     # The LSP mode (README §12): two requests of the server's and two notifications.
     "workspace/applyEdit", "window/showMessageRequest", "textDocument/publishDiagnostics", "window/showMessage",
-    "window/logMessage",
+    "window/logMessage", "window/showDocument",
 }
 
 # The named params types in components.schemas, which must say the same as the content descriptors.
@@ -155,6 +155,7 @@ PARAMS_TYPES = {
     "workspace/executeCommand": "ExecuteCommandParams",
     "workspace/applyEdit": "ApplyWorkspaceEditParams",
     "window/showMessageRequest": "ShowMessageRequestParams",
+    "window/showDocument": "ShowDocumentParams",
     "textDocument/publishDiagnostics": "PublishDiagnosticsParams",
     "window/showMessage": "ShowMessageParams",
     "window/logMessage": "LogMessageParams",
