@@ -5,11 +5,58 @@ import TextBuffer
 // and restoring them.
 extension DocumentStore {
     /// Keeps `text` as a version of the document at `path`, off the actor at a low priority (see
-    /// ``VersionWriteQueue``: a newer version of the same file replaces one not yet written).
-    func keepVersion(of path: String, kind: VersionStore.Kind, text: TextBuffer) {
+    /// ``VersionWriteQueue``: a newer version of the same file replaces one not yet written). When
+    /// it is written, the documents open here hear what was kept and what was dropped
+    /// (``DocumentEvent/Kind/versionsChanged(added:removed:resolved:)``).
+    func keepVersion(of path: String, kind: VersionStore.Kind, text: TextBuffer, resolved: Bool = false, origin: String? = nil) {
         // Too large to keep: not even started (the store would stop at its limit anyway).
         guard let versions, text.utf8Count <= min(versions.maxVersionSize, versions.byteLimit) else { return }
-        versionWrites?.keep(text, of: path, kind: kind)
+        versionWrites?.keep(text, of: path, kind: kind, resolved: resolved, origin: origin) { [weak self] addition in
+            guard let addition, let self else { return }
+            // Started on the store's own (serial) executor: the reports come in the order of the writes.
+            Task(executorPreference: self.executor) { await self.versionWritten(addition, resolved: resolved) }
+        }
+    }
+
+    /// Keeps `text` as a version of the document at `path` already resolved: a sync tool's
+    /// conflict copy (`origin`, its file name) that a resolution settled.
+    public func keepResolvedVersion(of path: String, kind: VersionStore.Kind = .syncConflict, text: TextBuffer, origin: String) {
+        keepVersion(of: path, kind: kind, text: text, resolved: true, origin: origin)
+    }
+
+    /// Every unresolved conflict version of the document becomes resolved, including one still
+    /// queued to be written (this runs after the writes queued before it). Its clients hear which.
+    public func markConflictVersionsResolved(_ handle: String) {
+        guard let path = documents[handle]?.path, let versionWrites else { return }
+        versionWrites.run { [weak self] versions in
+            let ids = versions.versions(of: path).filter { $0.kind == .conflict && !$0.resolved }.map(\.id).filter {
+                versions.markResolved($0)
+            }
+            guard !ids.isEmpty, let self else { return }
+            Task(executorPreference: self.executor) { await self.reportVersions(of: path, resolved: ids) }
+        }
+    }
+
+    /// A write of the version queue is done: the documents open here whose versions it changed
+    /// hear it (the store is shared by processes: this reports what this process did).
+    private func versionWritten(_ addition: VersionStore.Addition, resolved: Bool) {
+        var removedByPath: [String: [String]] = [:]
+        for version in addition.removed { removedByPath[version.documentPath, default: []].append(version.id) }
+        let path = addition.version.documentPath
+        reportVersions(
+            of: path, added: addition.added ? [addition.version] : [], removed: removedByPath.removeValue(forKey: path) ?? [],
+            resolved: !addition.added && resolved ? [addition.version.id] : [])
+        for (other, ids) in removedByPath { reportVersions(of: other, removed: ids) }
+    }
+
+    /// Tells the clients of the document open at `path` (none: nothing) that its versions changed.
+    func reportVersions(of path: String, added: [VersionStore.Version] = [], removed: [String] = [], resolved: [String] = []) {
+        guard !(added.isEmpty && removed.isEmpty && resolved.isEmpty), let handle = handleByPath[path],
+              let document = documents[handle] else { return }
+        events(DocumentEvent(
+            handle: handle, path: document.path, version: document.version, state: document.state,
+            previousState: document.state, hasUnsavedChanges: document.hasUnsavedChanges, reason: .versionsChanged,
+            error: nil, autosave: false, kind: .versionsChanged(added: added, removed: removed, resolved: resolved)))
     }
 
     /// Waits (up to `limit`) for the versions still queued to be written (``VersionWriteQueue``);
@@ -72,5 +119,41 @@ extension DocumentStore {
         }
         if !steps.isEmpty { scheduleAutosave(handle) }
         return (documents[handle]!.version, sent)
+    }
+
+    /// Deletes one of the document's versions; its clients hear it.
+    public func deleteVersion(_ handle: String, id: String) async throws(DocumentError) {
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        let store = try versionStore()
+        let path = document.path
+        let removed = await runOnOwnThread { () -> Bool in
+            guard let version = store.version(id), version.documentPath == path else { return false }
+            return store.remove(id)
+        }
+        guard removed else { throw .unknownVersion(id) }
+        reportVersions(of: path, removed: [id])
+    }
+
+    /// The edits that turn the text of the version `from` into that of the version `to` (nil: the
+    /// document's current text), in order, each against the text the ones before it made, with
+    /// positions in `encoding`. Every text is read through ``readVersion(_:id:)``.
+    public func diffVersions(_ handle: String, from: String, to: String?, encoding: PositionEncoding) async throws(DocumentError) -> [TextEdit] {
+        let old = try await readVersion(handle, id: from)
+        let new: TextBuffer
+        if let to {
+            new = try await readVersion(handle, id: to)
+        } else {
+            guard let document = documents[handle] else { throw .unknownDocument(handle) }
+            new = document.buffer
+        }
+        return await runOnOwnThread {
+            var text = old
+            var edits: [TextEdit] = []
+            for step in TextDiff.edits(from: old, to: new) {
+                edits.append(text.textEdit(for: step, encoding: encoding))
+                text.apply(step)
+            }
+            return edits
+        }
     }
 }

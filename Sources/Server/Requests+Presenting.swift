@@ -76,12 +76,7 @@ struct VersionsResult: RequestResult {
     var versions: [VersionStore.Version]
 
     var json: JSONValue {
-        ["versions": .array(versions.map { version in
-            [
-                "id": .string(version.id), "kind": .string(version.kind.rawValue),
-                "date": .string(Timestamp.iso8601(nanoseconds: version.date)), "size": .integer(Int64(version.size)),
-            ]
-        })]
+        ["versions": .array(versions.map(Server.json))]
     }
 }
 
