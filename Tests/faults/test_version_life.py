@@ -9,6 +9,9 @@ and the tests take it with a deadline, never a fixed sleep."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from faultkit import Server, uri, write_file
@@ -191,3 +194,35 @@ def test_a_conflict_version_is_resolved_when_the_conflict_is_settled(sandbox, se
     listed = {version["id"]: version for version in versions(server, document)}
     assert listed[conflict["id"]]["resolved"] is True
     assert server.call("document/readVersion", {"document": document, "id": conflict["id"]})["text"] == "theirs\n"
+
+
+def test_every_holder_of_a_shared_document_hears_of_its_versions(sandbox):
+    """Through a daemon (`docsession connect`, README §14): the version one client's save keeps, and
+    its deletion by the other, reach both holders (the Hub routes the event to every holder)."""
+    runtime, state = sandbox.root / "run", sandbox.root / "state"
+
+    def client(name: str) -> Server:
+        return sandbox.start(
+            args=("connect", "--runtime-dir", str(runtime), "--state-dir", str(state), "--log-file", str(sandbox.root / "daemon.log")),
+            initialization={"clientInfo": {"name": name}})
+
+    try:
+        path = write_file(sandbox.docs / "shared.txt", "one\n")
+        alpha, beta = client("alpha"), client("beta")
+        document = alpha.open(path)["document"]
+        assert beta.open(path)["document"] == document
+        set_text(alpha, document, "two\n")
+        save(alpha, document)
+        [kept] = versions_changed(alpha, document)["added"]
+        assert versions_changed(beta, document)["added"] == [kept]
+        assert beta.call("document/deleteVersion", {"document": document, "id": kept["id"]}) is None
+        for holder in (alpha, beta):
+            assert versions_changed(holder, document)["removed"] == [kept["id"]]
+        assert versions(alpha, document) == []
+    finally:
+        for server in sandbox.servers:
+            server.kill()
+        try:
+            os.kill(int((runtime / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
+        except (OSError, ValueError, IndexError, ProcessLookupError):
+            pass
