@@ -137,7 +137,7 @@ extension DocumentStore {
         guard let path = documents[handle]?.path else { return }
         if path != oldPath {
             watch(handle, path: path)
-            versionWrites?.run { versions in _ = try? versions.moveDocument(from: oldPath, to: path) }
+            moveVersions(from: oldPath, to: path)
         }
         presenter.conflicts[handle] = nil
         refreshLocator(handle)
@@ -435,7 +435,7 @@ extension DocumentStore {
         documents[handle]!.path = newPath
         watch(handle, path: newPath)
         journalMoved(handle, to: newPath)
-        versionWrites?.run { versions in _ = try? versions.moveDocument(from: oldPath, to: newPath) }
+        moveVersions(from: oldPath, to: newPath)
         let document = documents[handle]!
         events(DocumentEvent(
             handle: handle, path: newPath, version: document.version, state: document.state,

@@ -14,7 +14,16 @@ extension DocumentStore {
         versionWrites?.keep(text, of: path, kind: kind, resolved: resolved, origin: origin) { [weak self] addition in
             guard let addition, let self else { return }
             // Started on the store's own (serial) executor: the reports come in the order of the writes.
-            Task(executorPreference: self.executor) { await self.versionWritten(addition, resolved: resolved) }
+            Task(executorPreference: self.executor) { await self.versionWritten(addition) }
+        }
+    }
+
+    /// The versions kept for `oldPath` follow the document to `newPath` (a move, a save as), after
+    /// the writes queued before; those the per-document cap drops there are reported.
+    func moveVersions(from oldPath: String, to newPath: String) {
+        versionWrites?.run { [weak self] versions in
+            guard let removed = try? versions.moveDocument(from: oldPath, to: newPath), !removed.isEmpty, let self else { return }
+            Task(executorPreference: self.executor) { await self.reportVersions(of: newPath, removed: removed.map(\.id)) }
         }
     }
 
@@ -39,13 +48,13 @@ extension DocumentStore {
 
     /// A write of the version queue is done: the documents open here whose versions it changed
     /// hear it (the store is shared by processes: this reports what this process did).
-    private func versionWritten(_ addition: VersionStore.Addition, resolved: Bool) {
+    private func versionWritten(_ addition: VersionStore.Addition) {
         var removedByPath: [String: [String]] = [:]
         for version in addition.removed { removedByPath[version.documentPath, default: []].append(version.id) }
         let path = addition.version.documentPath
         reportVersions(
             of: path, added: addition.added ? [addition.version] : [], removed: removedByPath.removeValue(forKey: path) ?? [],
-            resolved: !addition.added && resolved ? [addition.version.id] : [])
+            resolved: addition.markedResolved ? [addition.version.id] : [])
         for (other, ids) in removedByPath { reportVersions(of: other, removed: ids) }
     }
 

@@ -78,11 +78,14 @@ public final class VersionStore: Sendable {
         /// The versions dropped by this add (thinning, the per-document cap, the byte budget), of
         /// any document, oldest reasons first.
         public var removed: [Version]
+        /// Whether the add, keeping nothing new, marked that version resolved (it was not).
+        public var markedResolved: Bool
 
-        public init(version: Version, added: Bool, removed: [Version]) {
+        public init(version: Version, added: Bool, removed: [Version], markedResolved: Bool = false) {
             self.version = version
             self.added = added
             self.removed = removed
+            self.markedResolved = markedResolved
         }
     }
 
@@ -289,12 +292,13 @@ public final class VersionStore: Sendable {
         let sameText = existing.filter { $0.hash == hash && $0.size == size }
         if let newest = existing.filter({ $0.kind == kind }).min(by: Entry.newerFirst), sameText.contains(where: { $0.name == newest.name }) {
             var version = newest.version(documentPath)
-            if resolved && !newest.resolved {
+            let marking = resolved && !newest.resolved
+            if marking {
                 try writeSidecar(top, slot + "/" + newest.name + Self.resolvedSuffix, [])
                 version.resolved = true
             }
             remember(newest.name, in: slot)
-            return Addition(version: version, added: false, removed: [])
+            return Addition(version: version, added: false, removed: [], markedResolved: marking)
         }
         let date = nextDate()
         var name = ""

@@ -479,7 +479,15 @@ struct VersionStoreTests {
         let settled = try #require(try store.add(
             documentPath: path, kind: .syncConflict, text: bytes("settled"), resolved: true, origin: "notes.sync-conflict-2.md")?.version)
         #expect(settled.resolved)
+        // The same copy's text again, kept resolved: nothing stored, the existing one marked.
+        let again = try #require(try store.add(documentPath: path, kind: .syncConflict, text: bytes("settled"), resolved: true))
+        #expect(!again.added && !again.markedResolved && again.version.id == settled.id)
 
+        let marking = try #require(try store.add(documentPath: path, kind: .syncConflict, text: bytes("settled2"), origin: "x.md"))
+        #expect(marking.added && !marking.version.resolved)
+        let marked = try #require(try store.add(documentPath: path, kind: .syncConflict, text: bytes("settled2"), resolved: true))
+        #expect(!marked.added && marked.markedResolved && marked.version.id == marking.version.id && marked.version.resolved)
+        #expect(store.remove(marking.version.id))
         #expect(store.markResolved(conflict.id))
         #expect(store.markResolved(saved.id))
         #expect(!store.markResolved("1-2-3.conflict"))
