@@ -309,6 +309,10 @@ public final class VersionStore: Sendable {
         // never seen without its mark or origin (ones left by a failure are swept with the slot).
         for attempt in 0... {
             name = Self.fileName(date: date, kind: kind, hash: hash)
+            // Taken (by another process's version, with its sidecars): another name, before any
+            // sidecar of this one is written over theirs. Every writer holds the lock.
+            var taken = stat()
+            if fstatat(top, slot + "/" + name, &taken, AT_SYMLINK_NOFOLLOW) == 0 && attempt < 16 { continue }
             if let origin { try writeSidecar(top, slot + "/" + name + Self.originSuffix, Array(origin.utf8)) }
             if resolved && kind != .saved { try writeSidecar(top, slot + "/" + name + Self.resolvedSuffix, []) }
             if let twin = sameText.first {
