@@ -1,3 +1,4 @@
+import FileStore
 import TextBuffer
 
 /// What a document tells its clients without being asked: produced by the ``DocumentStore`` as
@@ -52,6 +53,8 @@ public struct DocumentEvent: Sendable, Equatable {
         /// A sync tool's conflict copy appeared beside the file (`inConflict`), or the last
         /// unresolved one went (the tool removed it, or another program did).
         case syncConflict
+        /// The document's kept versions changed (only with ``Kind/versionsChanged(added:removed:resolved:)``).
+        case versionsChanged
     }
 
     /// What the event reports.
@@ -74,6 +77,9 @@ public struct DocumentEvent: Sendable, Equatable {
         /// package and the document took its tree, or a revert or resolution did): the entries
         /// written or deleted, and whether the managed store changed (`document/didChange`).
         case entriesChanged(entries: [EntryChange], store: Bool)
+        /// Versions of the document were kept (`added`), dropped (`removed`: deleted, thinned,
+        /// evicted; ids) or resolved (`resolved`: ids) by this process (`document/didChangeVersions`).
+        case versionsChanged(added: [VersionStore.Version], removed: [String], resolved: [String])
     }
 
     public var handle: String

@@ -178,6 +178,7 @@ extension DocumentStore {
                 }
             }
             savedByDocument(handle, oldPath: oldPath, text: snapshot)
+            if force { markConflictVersionsResolved(handle) }  // the file now holds this text, whatever conflicted
             // The history up to what the file now holds outlives a crash from here on.
             if let saved = documents[handle] { keepUndo(saved) }
             let result = SaveResult(

@@ -45,6 +45,8 @@ extension DocumentStore {
 
     /// Records the copies found: a new one puts the document in conflict (`syncConflict`); when the
     /// last one goes (the tool or someone removed it before a resolution), the document leaves it.
+    /// The clients hear of the versions gained and lost too (`document/didChangeVersions`:
+    /// presentedItemDidGainVersion, presentedItemDidLoseVersion).
     func noteSyncCopies(_ handle: String, _ found: [SyncCopyFile]) {
         guard let document = documents[handle] else { return }
         let before = Set(document.syncCopies.map(\.copy.name)), after = Set(found.map(\.copy.name))
@@ -54,6 +56,34 @@ extension DocumentStore {
             document.syncCopies = found
             if found.isEmpty { document.state.remove(.syncConflict) } else { document.state.insert(.syncConflict) }
         }
+        reportVersions(
+            of: document.path, added: found.filter { !before.contains($0.copy.name) }.map { Self.version(of: $0, documentPath: document.path) },
+            removed: document.syncCopies.filter { !after.contains($0.copy.name) }.map(Self.versionID(of:)))
+    }
+
+    /// A copy as a version (its id `sync:NAME`, unresolved, its name as the origin).
+    public static func version(of copy: SyncCopyFile, documentPath: String) -> VersionStore.Version {
+        VersionStore.Version(
+            id: versionID(of: copy), kind: .syncConflict, documentPath: documentPath, date: copy.date, size: Int(copy.size),
+            resolved: false, origin: copy.copy.name)
+    }
+
+    /// `document/deleteVersion` of a copy: the copy's file is removed (nothing is kept: the user
+    /// discards it), and the document leaves the conflict with its last copy.
+    func deleteSyncCopy(_ handle: String, id: String) async throws(DocumentError) {
+        guard let copy = syncCopy(handle, id: id) else { throw .unknownVersion(id) }
+        let removed = await runOnOwnThread { SyncConflictNames.removeIfUnchanged(copy) }
+        guard let document = documents[handle] else { throw .unknownDocument(handle) }
+        guard removed else {
+            // Rewritten since it was found: what the user saw is not what is there.
+            scanSyncCopies(handle)
+            throw .unknownVersion(id)
+        }
+        change(handle, reason: .syncConflict) { document in
+            document.syncCopies.removeAll { Self.versionID(of: $0) == id }
+            if document.syncCopies.isEmpty { document.state.remove(.syncConflict) }
+        }
+        reportVersions(of: document.path, removed: [id])
     }
 
     /// The copy a version id names, among the document's unresolved ones.
@@ -143,8 +173,11 @@ extension DocumentStore {
             settled.compactMap { copy, _ in SyncConflictNames.removeIfUnchanged(copy) ? copy.copy.name : nil }
         }
         for (copy, text) in settled where removed.contains(copy.copy.name) {
-            keepSettledCopy(copy, text: text, of: now.path)
+            keepResolvedVersion(of: now.path, text: text, origin: copy.copy.name)
         }
+        // The copies' own ids are resolved (they are gone from beside the file; their texts come
+        // back as kept versions of their own when written).
+        reportVersions(of: now.path, resolved: settled.map(\.0).filter { removed.contains($0.copy.name) }.map(Self.versionID(of:)))
         let names = Set(settled.map(\.0.copy.name))
         var sent: [TextEdit] = []
         let journal = steps.isEmpty ? nil : JournalChange(history: .record, label: "Resolve Conflict", edits: steps)
@@ -244,10 +277,5 @@ extension DocumentStore {
             if best == nil || distance < best!.1 { best = (candidate, distance) }
         }
         return best?.0
-    }
-
-    /// Keeps a settled copy's text as a resolved version of the document.
-    func keepSettledCopy(_ copy: SyncCopyFile, text: TextBuffer, of path: String) {
-        keepVersion(of: path, kind: .conflict, text: text)
     }
 }

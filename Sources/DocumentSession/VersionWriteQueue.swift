@@ -37,14 +37,19 @@ final class VersionWriteQueue: Sendable {
         self.store = store
     }
 
-    /// Keeps `text` as a version of `path`, unless a newer one of the same path and kind comes
-    /// before this one has started.
-    func keep(_ text: TextBuffer, of path: String, kind: VersionStore.Kind) {
+    /// Keeps `text` as a version of `path`, unless a newer one of the same path and kind (and
+    /// origin) comes before this one has started; then `written` gets what the store did (nil: not
+    /// stored), on the writing thread.
+    func keep(
+        _ text: TextBuffer, of path: String, kind: VersionStore.Kind, resolved: Bool = false, origin: String? = nil,
+        written: @escaping @Sendable (VersionStore.Addition?) -> Void = { _ in }
+    ) {
         let box = HandOver(text)
-        enqueue(key: "\(kind):\(path)") { versions in
+        enqueue(key: "\(kind):\(path)" + (origin.map { ":" + $0 } ?? "")) { versions in
             let text = box.take()
-            _ = try? versions.add(documentPath: path, kind: kind, chunks: text.utf8Chunks)
+            let addition = try? versions.add(documentPath: path, kind: kind, chunks: text.utf8Chunks, resolved: resolved, origin: origin)
             releaseInBackground(text)
+            written(addition ?? nil)
         }
     }
 

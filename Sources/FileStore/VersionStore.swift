@@ -12,25 +12,42 @@ import SystemPackage
 /// user had unsaved edits, which would otherwise be lost when the user's text is saved over it; and
 /// the last few saved versions of each document, so that a save can be undone after the fact.
 ///
-/// The store is bounded: per document, at most `savedLimit` saved and `conflictLimit` conflict
-/// versions (the oldest go first); store-wide, at most `byteLimit` bytes (the oldest saved versions
-/// go first, then the oldest conflict versions, which are rarer and hold text nobody saved).
+/// Content is stored once: a text equal (by XXH64 and size) to the document's newest version of the
+/// same kind adds nothing (``add(documentPath:kind:chunks:resolved:origin:)`` answers that version);
+/// equal to another of the document's versions, the new version is a hard link to its file, so the
+/// bytes are on disk once (the byte budget counts each inode once).
+///
+/// The store is bounded. Thinned by age at each add, per document, over its saved versions and its
+/// resolved conflict versions (``thinningRules``): every version of the last hour, the newest of
+/// each hour for a day, the newest of each day for 30 days, none older; the document's newest
+/// version is always kept, unresolved conflict versions are never thinned. Per document a safety
+/// cap of `savedLimit` saved and `conflictLimit` conflict (and sync-conflict) versions (1,000 by
+/// default: thinning is what bounds them; the cap only stops a runaway, it does not cut the last
+/// hour of frequent autosaves). Store-wide, at most `byteLimit` bytes (the oldest saved versions go
+/// first, then the oldest conflict versions, which are rarer and hold text nobody saved). Every
+/// add, move and removal answers the versions it dropped, so that the caller can tell clients.
 ///
 /// Layout, under ``directory`` (every directory 0700, every file 0600: versions hold users' text):
 ///
 ///     <16 hex digits of XXH64(document path)>[-<n>]/   one per document ("slot")
 ///         path                                        the document's path (UTF-8, no newline)
-///         <date>-<pid>-<counter>.saved                 one file per version: the bytes of its text
-///         <date>-<pid>-<counter>.conflict
+///         <date>-<pid>-<counter>-<hash>.saved          one file per version: the bytes of its text
+///         <date>-<pid>-<counter>-<hash>.conflict       (a hard link when another has the same text)
+///         <date>-<pid>-<counter>-<hash>.syncConflict   a sync tool's conflict copy
+///         <id>.resolved                               empty: the conflict version `id` is resolved
+///         <id>.origin                                 the sync copy's file name (UTF-8)
+///         <date>-<pid>-<counter>.saved                 the names of older stores (no hash): still read
 ///     .tmp-<random>                                    a version being written, or a slot being made
 ///
-/// `date` is nanoseconds since the epoch (strictly increasing within a process), `pid` and
-/// `counter` make the name unique across processes. A version's id is its file name: it stays the
-/// same across processes and when its document moves. Lookups compare the `path` file with the
-/// document's path, so two paths with the same hash get different slots (`-1`, `-2`, ...).
+/// `date` is nanoseconds since the epoch by the store's clock (strictly increasing within a store),
+/// `pid` and `counter` make the name unique across processes, `hash` is the 16 lowercase hex digits
+/// of the text's XXH64 (a listing gets it without reading the text; a version named without one is
+/// hashed when listed). A version's id is its file name: it stays the same across processes, when
+/// it is resolved and when its document moves. Lookups compare the `path` file with the document's
+/// path, so two paths with the same hash get different slots (`-1`, `-2`, ...).
 ///
-/// There is no index file to go stale: listing reads the directory entries (names give date and
-/// kind, `fstatat` the size). Every change (adding, evicting, removing, moving) happens under an
+/// There is no index file to go stale: listing reads the directory entries (names give date,
+/// kind and hash, `fstatat` the size, the sidecar files the mark and the origin). Every change (adding, evicting, removing, moving) happens under an
 /// exclusive `flock` of ``directory``, so several server processes can share it; readers take no
 /// lock and skip files that vanish under them. A version is written to a temp file beside the slots,
 /// flushed, and renamed into its slot: a crash never leaves half a version under a final name, and
@@ -46,6 +63,30 @@ public final class VersionStore: Sendable {
         case saved
         /// The disk's content when it changed under unsaved edits (someone else's change).
         case conflict
+        /// A sync tool's conflict copy of the document (`notes.sync-conflict-<date>-<id>.md`),
+        /// kept when it is resolved.
+        case syncConflict
+    }
+
+    /// What an add did: the version holding the text, whether it is new, and what was dropped.
+    public struct Addition: Sendable, Equatable {
+        /// The new version, or (``added`` false) the document's newest version of the same kind,
+        /// which has the same text.
+        public var version: Version
+        /// False when the text equals the document's newest version of the kind: nothing stored.
+        public var added: Bool
+        /// The versions dropped by this add (thinning, the per-document cap, the byte budget), of
+        /// any document, oldest reasons first.
+        public var removed: [Version]
+        /// Whether the add, keeping nothing new, marked that version resolved (it was not).
+        public var markedResolved: Bool
+
+        public init(version: Version, added: Bool, removed: [Version], markedResolved: Bool = false) {
+            self.version = version
+            self.added = added
+            self.removed = removed
+            self.markedResolved = markedResolved
+        }
     }
 
     /// A stored version (what a listing shows; the text itself is read with ``read(_:)``).
@@ -60,22 +101,35 @@ public final class VersionStore: Sendable {
         public var date: Int64
         /// Bytes of text (UTF-8).
         public var size: Int
+        /// Whether it is resolved (NSFileVersion's `isResolved`): saved versions always are;
+        /// conflict and sync-conflict versions once ``markResolved(_:)`` (or an add) said so.
+        public var resolved: Bool
+        /// For a sync-conflict version: the copy's file name. Nil otherwise.
+        public var origin: String?
+        /// XXH64 of the text.
+        public var contentHash: UInt64
 
         /// A version as a listing shows it (the store makes them; public for callers' tests).
-        public init(id: String, kind: Kind, documentPath: String, date: Int64, size: Int) {
+        public init(
+            id: String, kind: Kind, documentPath: String, date: Int64, size: Int, resolved: Bool? = nil,
+            origin: String? = nil, contentHash: UInt64 = 0
+        ) {
             self.id = id
             self.kind = kind
             self.documentPath = documentPath
             self.date = date
             self.size = size
+            self.resolved = resolved ?? (kind == .saved)
+            self.origin = origin
+            self.contentHash = contentHash
         }
     }
 
     /// Where the versions are kept.
     public let directory: String
-    /// Saved versions kept per document.
+    /// Saved versions kept per document at most (a safety cap: thinning bounds them first).
     public let savedLimit: Int
-    /// Conflict versions kept per document.
+    /// Conflict and sync-conflict versions (each kind) kept per document at most.
     public let conflictLimit: Int
     /// Bytes kept store-wide (exceeded only by a newest version alone, which is never evicted by
     /// the add that stored it; it is at most `maxVersionSize` and `byteLimit` bytes).
@@ -88,6 +142,9 @@ public final class VersionStore: Sendable {
     let durable: Bool
     /// The hash naming a document's slot (XXH64 of its path; tests inject collisions).
     let pathHash: @Sendable (String) -> UInt64
+    /// Now, in nanoseconds since the epoch: the dates of new versions and the ages thinning goes
+    /// by (CLOCK_REALTIME unless a test gives its own).
+    let now: @Sendable () -> Int64
 
     /// Names starting with this are temp files and temp slots (never a slot or a version).
     static let tempPrefix = ".tmp-"
@@ -95,6 +152,12 @@ public final class VersionStore: Sendable {
     static let pathFileName = "path"
     /// Slots tried for one hash: the first plus this many minus one for colliding paths.
     static let slotsPerHash = 8
+    /// Suffix of the empty file marking a conflict version resolved.
+    static let resolvedSuffix = ".resolved"
+    /// Suffix of the file holding a sync-conflict version's origin.
+    static let originSuffix = ".origin"
+    /// The longest origin kept (a file name is at most 255 bytes).
+    static let maximumOriginSize = 4096
     /// Temp files older than this are leftovers of a crash (nanoseconds).
     static let staleTempAge: Int64 = 60 * 1_000_000_000
     /// The longest `path` file read (a path is at most PATH_MAX bytes; anything longer is not ours).
@@ -106,9 +169,9 @@ public final class VersionStore: Sendable {
     /// Hints are dropped all at once past this count (ids evicted by other processes leave some).
     static let maximumHints = 1 << 14
 
-    /// The last date given to a version in this process: dates are strictly increasing, so that the
-    /// order of a process's versions is the order of its adds even when the clock steps back.
-    private static let lastDate = Atomic<Int64>(0)
+    /// The last date given to a version by this store: dates are strictly increasing, so that the
+    /// order of its versions is the order of its adds even when the clock steps back.
+    private let lastDate = Atomic<Int64>(0)
     /// The unique part of version names within this process (the pid makes it unique across).
     private static let counter = Atomic<UInt64>(0)
 
@@ -116,22 +179,24 @@ public final class VersionStore: Sendable {
     /// temp files older than a minute left there by a process that crashed while adding.
     ///
     /// - Parameters:
-    ///   - savedLimit, conflictLimit: versions of each kind kept per document (at least 1).
+    ///   - savedLimit, conflictLimit: versions of each kind kept per document at most (at least 1;
+    ///     a safety cap beyond the thinning, which is what bounds them).
     ///   - byteLimit: bytes kept store-wide.
     ///   - maxVersionSize: a larger text is not kept (nor one larger than `byteLimit`).
+    ///   - now: the clock (nanoseconds since the epoch; CLOCK_REALTIME unless given).
     public convenience init(
-        directory: String, savedLimit: Int = 20, conflictLimit: Int = 20, byteLimit: Int = 512 << 20,
-        maxVersionSize: Int = 64 << 20
+        directory: String, savedLimit: Int = 1000, conflictLimit: Int = 1000, byteLimit: Int = 512 << 20,
+        maxVersionSize: Int = 64 << 20, now: (@Sendable () -> Int64)? = nil
     ) throws(FileSystemError) {
         try self.init(
             directory: directory, savedLimit: savedLimit, conflictLimit: conflictLimit, byteLimit: byteLimit,
-            maxVersionSize: maxVersionSize, durable: true, pathHash: { ContentHasher.hash($0.utf8) })
+            maxVersionSize: maxVersionSize, durable: true, pathHash: { ContentHasher.hash($0.utf8) }, now: now)
     }
 
     /// The same, with the flushing and the slot hash chosen (for tests).
     init(
         directory: String, savedLimit: Int, conflictLimit: Int, byteLimit: Int, maxVersionSize: Int,
-        durable: Bool, pathHash: @escaping @Sendable (String) -> UInt64
+        durable: Bool, pathHash: @escaping @Sendable (String) -> UInt64, now: (@Sendable () -> Int64)? = nil
     ) throws(FileSystemError) {
         precondition(savedLimit >= 1 && conflictLimit >= 1, "a version store keeps at least one version of each kind")
         precondition(byteLimit >= 0 && maxVersionSize >= 0)
@@ -144,38 +209,55 @@ public final class VersionStore: Sendable {
         self.maxVersionSize = maxVersionSize
         self.durable = durable
         self.pathHash = pathHash
+        self.now = now ?? { VersionStore.realtimeNanoseconds() }
         try Self.makeDirectories(path)
         sweepStaleTempFiles()
     }
 
     // MARK: - Adding
 
-    /// Stores `text` (UTF-8) as a new version of the document at `documentPath`, then evicts as
-    /// ``add(documentPath:kind:chunks:)`` does. Answers nil for a text over `maxVersionSize` bytes.
+    /// Stores `text` (UTF-8) as a version of the document at `documentPath`, as
+    /// ``add(documentPath:kind:chunks:resolved:origin:)`` does. Answers nil for a text over
+    /// `maxVersionSize` bytes.
     @discardableResult
-    public func add(documentPath: String, kind: Kind, text: some Collection<UInt8>) throws(FileSystemError) -> Version? {
+    public func add(
+        documentPath: String, kind: Kind, text: some Collection<UInt8>, resolved: Bool = false, origin: String? = nil
+    ) throws(FileSystemError) -> Addition? {
         guard text.count <= min(maxVersionSize, byteLimit) else { return nil }
-        if let array = text as? [UInt8] { return try add(documentPath: documentPath, kind: kind, chunks: CollectionOfOne(array)) }
-        return try add(documentPath: documentPath, kind: kind, chunks: CollectionOfOne(Array(text)))
+        if let array = text as? [UInt8] {
+            return try add(documentPath: documentPath, kind: kind, chunks: CollectionOfOne(array), resolved: resolved, origin: origin)
+        }
+        return try add(documentPath: documentPath, kind: kind, chunks: CollectionOfOne(Array(text)), resolved: resolved, origin: origin)
     }
 
     /// Stores the concatenated `chunks` (UTF-8: a text buffer's `utf8Chunks`, written as they are,
-    /// without gathering them into one array) as a new version of the document at `documentPath`.
-    /// Then evicts the oldest versions of that kind of the document beyond its limit, and while the
-    /// store holds more than `byteLimit` bytes the oldest saved versions store-wide, then the oldest
-    /// conflict versions (never the one just added).
+    /// without gathering them into one array) as a version of the document at `documentPath`.
+    ///
+    /// Stored once per content: a text equal to the document's newest version of `kind` adds
+    /// nothing (the answer is that version, `added` false; `resolved` marks it resolved if it was
+    /// not); equal to an older version of the document, the new version is a hard link to its file.
+    /// A conflict or sync-conflict version starts unresolved unless `resolved`; `origin` is kept
+    /// with a sync-conflict version (ignored for other kinds). Then the document's versions are
+    /// thinned by age (``thinningRules``), the oldest of `kind` beyond the per-document cap go, and
+    /// while the store holds more than `byteLimit` bytes the oldest saved versions store-wide, then
+    /// the oldest conflict versions (never the one just added). The answer lists what went.
     ///
     /// Answers nil, storing nothing, when the text is over `maxVersionSize` (or `byteLimit`) bytes:
     /// a version that large is not worth the disk (the writing stops at the limit).
     @discardableResult
-    public func add(documentPath: String, kind: Kind, chunks: some Sequence<[UInt8]>) throws(FileSystemError) -> Version? {
+    public func add(
+        documentPath: String, kind: Kind, chunks: some Sequence<[UInt8]>, resolved: Bool = false, origin: String? = nil
+    ) throws(FileSystemError) -> Addition? {
         let topDescriptor = try openTop()
         let top = topDescriptor.rawValue
         let limit = min(maxVersionSize, byteLimit)
+        let origin = kind == .syncConflict ? origin : nil
+        let resolved = kind == .saved || resolved
 
         // The text goes to a temp file beside the slots (the same file system, so the rename into
         // a slot is atomic), written and flushed before the lock: a slow write holds no one up.
-        // Dropped before it is placed (any error, a text over the limit), it is removed.
+        // Dropped before it is placed (any error, a text over the limit, the same text kept
+        // already), it is removed.
         var replacement: DurableReplacement
         do {
             replacement = try DurableReplacement(
@@ -188,8 +270,10 @@ public final class VersionStore: Sendable {
             throw FileSystemError(error)
         }
         var writer = GatheringWriter(fd: replacement.descriptor.rawValue, path: replacement.tempPath)
+        var hasher = ContentHasher()
         for chunk in chunks {
             if writer.count + chunk.count > limit { return nil }
+            chunk.withUnsafeBufferPointer { hasher.update($0) }
             try writer.append(chunk)
         }
         try writer.flush()
@@ -199,30 +283,77 @@ public final class VersionStore: Sendable {
             throw FileSystemError(error)
         }
         let size = writer.count
+        let hash = hasher.finalize()
 
         try lock(top)
         defer { flock(top, LOCK_UN) }
         let slot = try findOrCreateSlot(top, documentPath)
-        let date = Self.nextDate()
+        let existing = listSlot(top, slot)
+        let sameText = existing.filter { $0.hash == hash && $0.size == size }
+        if let newest = existing.filter({ $0.kind == kind }).min(by: Entry.newerFirst), sameText.contains(where: { $0.name == newest.name }) {
+            var version = newest.version(documentPath)
+            let marking = resolved && !newest.resolved
+            if marking {
+                try writeSidecar(top, slot + "/" + newest.name + Self.resolvedSuffix, [])
+                version.resolved = true
+            }
+            remember(newest.name, in: slot)
+            return Addition(version: version, added: false, removed: [], markedResolved: marking)
+        }
+        let date = nextDate()
         var name = ""
-        // Unique by construction; RENAME_NOREPLACE makes sure (another clock, a reused pid). Where
-        // the file system lacks it, a link and an unlink, or (no hard links either) a check and a
-        // rename: under the lock, and with a name unique by construction, as good. The slot is
-        // flushed after.
+        // Unique by construction; RENAME_NOREPLACE (or `linkat`, which never replaces) makes sure
+        // (another clock, a reused pid). Where the file system lacks it, a link and an unlink, or
+        // (no hard links either) a check and a rename: under the lock, and with a name unique by
+        // construction, as good. The slot is flushed after. The sidecars come first: a version is
+        // never seen without its mark or origin (ones left by a failure are swept with the slot).
         for attempt in 0... {
-            name = Self.fileName(date: date, kind: kind)
+            name = Self.fileName(date: date, kind: kind, hash: hash)
+            // Taken (by another process's version, with its sidecars): another name, before any
+            // sidecar of this one is written over theirs. Every writer holds the lock.
+            var taken = stat()
+            if fstatat(top, slot + "/" + name, &taken, AT_SYMLINK_NOFOLLOW) == 0 && attempt < 16 { continue }
+            if let origin { try writeSidecar(top, slot + "/" + name + Self.originSuffix, Array(origin.utf8)) }
+            if resolved && kind != .saved { try writeSidecar(top, slot + "/" + name + Self.resolvedSuffix, []) }
+            if let twin = sameText.first {
+                if linkat(top, slot + "/" + twin.name, top, slot + "/" + name, 0) == 0 {
+                    if durable { flushDirectory(top, slot) }
+                    break
+                }
+                // Taken (EEXIST): another name. No hard links here (EPERM, EMLINK, ENOTSUP...):
+                // the bytes are stored again.
+                if errno == EEXIST && attempt < 16 { continue }
+            }
             do {
                 try replacement.place(as: slot + "/" + name, replace: false, checkThenRename: true, flushing: durable)
                 break
             } catch {
                 if error.errno == .fileExists && attempt < 16 { continue }
+                unlinkSidecars(top, slot, name)
                 throw FileSystemError(error)
             }
         }
         remember(name, in: slot)
-        evictBeyondLimit(top, slot: slot, kind: kind, keeping: name)
-        evictBeyondByteLimit(top, keeping: name)
-        return Version(id: name, kind: kind, documentPath: documentPath, date: date, size: size)
+        var removed = thin(top, slot: slot, documentPath: documentPath, keeping: name)
+        removed += evictBeyondLimit(top, slot: slot, documentPath: documentPath, kind: kind, keeping: name)
+        removed += evictBeyondByteLimit(top, keeping: name)
+        let version = Version(
+            id: name, kind: kind, documentPath: documentPath, date: date, size: size, resolved: resolved, origin: origin,
+            contentHash: hash)
+        return Addition(version: version, added: true, removed: removed)
+    }
+
+    /// Marks the conflict or sync-conflict version `id` resolved (a saved version is already);
+    /// answers whether there is such a version. Its id stays the same.
+    @discardableResult
+    public func markResolved(_ id: String) -> Bool {
+        guard let parsed = Entry.parse(id), let topDescriptor = try? openTop() else { return false }
+        let top = topDescriptor.rawValue
+        return (try? locked(top) { () throws(FileSystemError) -> Bool in
+            guard let (slot, _) = locate(top, id) else { return false }
+            if parsed.kind != .saved { try writeSidecar(top, slot + "/" + id + Self.resolvedSuffix, []) }
+            return true
+        }) ?? false
     }
 
     // MARK: - Reading
@@ -235,15 +366,16 @@ public final class VersionStore: Sendable {
         guard let slot = findSlot(top, documentPath) else { return [] }
         let entries = listSlot(top, slot).sorted(by: Entry.newerFirst)
         for entry in entries { remember(entry.name, in: slot) }
-        return entries.map { Version(id: $0.name, kind: $0.kind, documentPath: documentPath, date: $0.date, size: $0.size) }
+        return entries.map { $0.version(documentPath) }
     }
 
     /// The version with this id, or nil when there is none (evicted, removed, never stored).
     public func version(_ id: String) -> Version? {
-        guard let parsed = Entry.parse(id), let topDescriptor = try? openTop() else { return nil }
+        guard Entry.parse(id) != nil, let topDescriptor = try? openTop() else { return nil }
         let top = topDescriptor.rawValue
-        guard let (slot, status) = locate(top, id), let path = readPathFile(top, slot) else { return nil }
-        return Version(id: id, kind: parsed.kind, documentPath: path, date: parsed.date, size: Int(status.st_size))
+        guard let (slot, _) = locate(top, id), let path = readPathFile(top, slot),
+              let entry = listSlot(top, slot, only: id).first else { return nil }
+        return entry.version(path)
     }
 
     /// The text of the version with this id. An unknown id (evicted, removed, never stored, or not
@@ -275,6 +407,7 @@ public final class VersionStore: Sendable {
         let top = topDescriptor.rawValue
         return (try? locked(top) { () throws(FileSystemError) -> Bool in
             guard let (slot, _) = locate(top, id), unlinkat(top, slot + "/" + id, 0) == 0 else { return false }
+            unlinkSidecars(top, slot, id)
             forget(id)
             removeSlotIfEmpty(top, slot)
             return true
@@ -284,18 +417,22 @@ public final class VersionStore: Sendable {
     /// The document at `oldPath` now lives at `newPath` (renamed, moved, saved as): its versions
     /// follow it, keeping their ids, and are listed under `newPath` only. Versions already kept for
     /// `newPath` (a document moved over another) stay, and the per-document limits apply to all.
-    /// A failure leaves each version under one of the two paths.
-    public func moveDocument(from oldPath: String, to newPath: String) throws(FileSystemError) {
-        guard oldPath != newPath else { return }
+    /// A failure leaves each version under one of the two paths. Answers the versions the cap
+    /// dropped.
+    @discardableResult
+    public func moveDocument(from oldPath: String, to newPath: String) throws(FileSystemError) -> [Version] {
+        guard oldPath != newPath else { return [] }
         let topDescriptor = try openTop()
         let top = topDescriptor.rawValue
-        try locked(top) { () throws(FileSystemError) in
-            guard let oldSlot = findSlot(top, oldPath) else { return }
+        return try locked(top) { () throws(FileSystemError) -> [Version] in
+            guard let oldSlot = findSlot(top, oldPath), let oldSlotDescriptor = openSlot(top, oldSlot) else { return [] }
             let newSlot = try findOrCreateSlot(top, newPath)
             defer { removeSlotIfEmpty(top, newSlot) }
-            for entry in listSlot(top, oldSlot) {
-                let from = oldSlot + "/" + entry.name
-                let to = newSlot + "/" + entry.name
+            // The versions with their sidecars, sidecars first (a version never lacks its own).
+            let names = Self.entryNames(oldSlotDescriptor.rawValue).filter { Entry.parse($0) != nil || Self.isSidecarName($0) }
+            for name in names.sorted(by: { Self.isSidecarName($0) && !Self.isSidecarName($1) }) {
+                let from = oldSlot + "/" + name
+                let to = newSlot + "/" + name
                 if cfs_renameat2(top, from, top, to, 1) != 0 {
                     let number = errno
                     if number == ENOENT { continue }  // evicted meanwhile
@@ -307,14 +444,14 @@ public final class VersionStore: Sendable {
                         throw FileSystemError(errno: number, syscall: "renameat2", path: directory + "/" + to)
                     }
                 }
-                remember(entry.name, in: newSlot)
+                if Entry.parse(name) != nil { remember(name, in: newSlot) }
             }
             if durable {
                 flushDirectory(top, newSlot)
                 flushDirectory(top, oldSlot)
             }
             removeSlotIfEmpty(top, oldSlot)
-            for kind in Kind.allCases { evictBeyondLimit(top, slot: newSlot, kind: kind, keeping: nil) }
+            return Kind.allCases.flatMap { evictBeyondLimit(top, slot: newSlot, documentPath: newPath, kind: $0, keeping: nil) }
         }
     }
 
@@ -379,12 +516,14 @@ public final class VersionStore: Sendable {
             reason: "\(Self.slotsPerHash) other documents' paths have the same hash")
     }
 
-    /// Removes `slot` when it holds no version (its `path` file, then the directory); anything
-    /// unexpected in it keeps it. Under the lock.
+    /// Removes `slot` when it holds no version (its sidecars left by a failure, its `path` file,
+    /// then the directory); anything unexpected in it keeps it. Under the lock.
     private func removeSlotIfEmpty(_ top: Int32, _ slot: String) {
         guard let slotDescriptor = openSlot(top, slot) else { return }
         let slotFD = slotDescriptor.rawValue
-        guard Self.entryNames(slotFD).allSatisfy({ $0 == Self.pathFileName }) else { return }
+        let names = Self.entryNames(slotFD)
+        guard names.allSatisfy({ $0 == Self.pathFileName || Self.isSidecarName($0) }) else { return }
+        for name in names where name != Self.pathFileName { unlinkat(slotFD, name, 0) }
         unlinkat(slotFD, Self.pathFileName, 0)
         unlinkat(top, slot, AT_REMOVEDIR)
     }
@@ -437,93 +576,222 @@ public final class VersionStore: Sendable {
 
     // MARK: - Versions in a slot
 
-    /// A version file's name, parsed, with its size.
+    /// A version file's name, parsed, with its size, file, mark and origin.
     struct Entry {
         var name: String
         var date: Int64
         var pid: Int64
         var counter: UInt64
         var kind: Kind
-        var size: Int
+        /// From the name; nil for a name of an older store (listings hash the file).
+        var hash: UInt64?
+        var size: Int = 0
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        var resolved = false
+        var origin: String? = nil
 
-        /// `<date>-<pid>-<counter>.<kind>` (decimal numbers); nil for any other name, which keeps
-        /// a path (`/`, `..`) from ever passing for an id.
+        /// `<date>-<pid>-<counter>-<16 hex>.<kind>`, or an older store's `<date>-<pid>-<counter>.<kind>`
+        /// (decimal numbers, lowercase hex); nil for any other name, which keeps a path (`/`, `..`)
+        /// or a sidecar from ever passing for an id.
         static func parse(_ name: String) -> Entry? {
-            guard name.utf8.count <= 80, let dot = name.lastIndex(of: "."),
+            guard name.utf8.count <= 96, let dot = name.lastIndex(of: "."),
                   let kind = Kind(rawValue: String(name[name.index(after: dot)...])) else { return nil }
             let parts = name[..<dot].split(separator: "-", omittingEmptySubsequences: false)
-            guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }),
+            guard parts.count == 3 || parts.count == 4,
+                  parts.prefix(3).allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }),
                   let date = Int64(parts[0]), let pid = Int64(parts[1]), let counter = UInt64(parts[2]) else { return nil }
-            return Entry(name: name, date: date, pid: pid, counter: counter, kind: kind, size: 0)
+            var hash: UInt64? = nil
+            if parts.count == 4 {
+                guard parts[3].utf8.count == 16,
+                      parts[3].utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
+                      let value = UInt64(parts[3], radix: 16) else { return nil }
+                hash = value
+            }
+            return Entry(name: name, date: date, pid: pid, counter: counter, kind: kind, hash: hash, resolved: kind == .saved)
         }
 
         /// Newest first: by date, then (the same nanosecond in two processes) by pid and counter.
         static func newerFirst(_ a: Entry, _ b: Entry) -> Bool {
             (a.date, a.pid, a.counter) > (b.date, b.pid, b.counter)
         }
+
+        func version(_ documentPath: String) -> Version {
+            Version(
+                id: name, kind: kind, documentPath: documentPath, date: date, size: size, resolved: resolved,
+                origin: origin, contentHash: hash ?? 0)
+        }
     }
 
-    /// The versions in `slot` with their sizes; files that vanish meanwhile are skipped.
-    private func listSlot(_ top: Int32, _ slot: String) -> [Entry] {
+    /// Whether `name` is a version's sidecar (`<id>.resolved`, `<id>.origin`).
+    static func isSidecarName(_ name: String) -> Bool {
+        for suffix in [resolvedSuffix, originSuffix] where name.hasSuffix(suffix) {
+            if Entry.parse(String(name.dropLast(suffix.count))) != nil { return true }
+        }
+        return false
+    }
+
+    /// The versions in `slot` (or only the one named `only`) with their sizes, files, marks and
+    /// origins; files that vanish meanwhile are skipped. A version named without its hash (an older
+    /// store's) is read and hashed.
+    private func listSlot(_ top: Int32, _ slot: String, only: String? = nil) -> [Entry] {
         guard let slotDescriptor = openSlot(top, slot) else { return [] }
         let slotFD = slotDescriptor.rawValue
+        let names = only.map { [$0, $0 + Self.resolvedSuffix] } ?? Self.entryNames(slotFD)
+        var present = Set<String>()
+        for name in names where name.hasSuffix(Self.resolvedSuffix) {
+            var status = stat()
+            if only == nil || fstatat(slotFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0 { present.insert(name) }
+        }
         var entries: [Entry] = []
-        for name in Self.entryNames(slotFD) {
+        for name in names {
             guard var entry = Entry.parse(name) else { continue }
             var status = stat()
             guard fstatat(slotFD, name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else { continue }
             entry.size = Int(status.st_size)
+            entry.device = UInt64(status.st_dev)
+            entry.inode = UInt64(status.st_ino)
+            entry.resolved = entry.kind == .saved || present.contains(name + Self.resolvedSuffix)
+            if entry.kind == .syncConflict, let file = try? Descriptor.open(name + Self.originSuffix, .readOnly, options: .noFollow,
+                                                                             relativeTo: slotDescriptor.unowned),
+               let bytes = try? Self.readAll(file.rawValue, path: "", limit: Self.maximumOriginSize) {
+                entry.origin = String(decoding: bytes, as: UTF8.self)
+            }
+            if entry.hash == nil {
+                guard let file = try? Descriptor.open(name, .readOnly, options: .noFollow, relativeTo: slotDescriptor.unowned),
+                      let bytes = try? Self.readAll(file.rawValue, path: "") else { continue }
+                entry.hash = ContentHasher.hash(bytes)
+            }
             entries.append(entry)
         }
         return entries
     }
 
-    /// The version file name for a new version of `kind` added at `date`.
-    private static func fileName(date: Int64, kind: Kind) -> String {
+    /// The version file name for a new version of `kind` added at `date` with text hashing to `hash`.
+    private static func fileName(date: Int64, kind: Kind, hash: UInt64) -> String {
         let unique = counter.wrappingAdd(1, ordering: .relaxed).newValue
-        return "\(date)-\(getpid())-\(unique).\(kind.rawValue)"
+        let hex = String(hash, radix: 16)
+        return "\(date)-\(getpid())-\(unique)-\(String(repeating: "0", count: 16 - hex.count) + hex).\(kind.rawValue)"
     }
 
-    // MARK: - Eviction (under the lock)
-
-    /// Removes the oldest versions of `kind` in `slot` beyond the per-document limit (not `keeping`).
-    private func evictBeyondLimit(_ top: Int32, slot: String, kind: Kind, keeping: String?) {
-        let limit = kind == .saved ? savedLimit : conflictLimit
-        let ofKind = listSlot(top, slot).filter { $0.kind == kind }
-        guard ofKind.count > limit else { return }
-        let oldestFirst = ofKind.filter { $0.name != keeping }.sorted(by: Entry.newerFirst).reversed()
-        for entry in oldestFirst.prefix(ofKind.count - limit) {
-            unlinkat(top, slot + "/" + entry.name, 0)  // ENOENT: another process removed it
-            forget(entry.name)
+    /// Writes the sidecar file `path` (relative to `top`; 0600, replacing one there).
+    private func writeSidecar(_ top: Int32, _ path: String, _ bytes: [UInt8]) throws(FileSystemError) {
+        let fullPath = directory + "/" + path
+        do {
+            let file = try Descriptor.open(path, .writeOnly, options: [.create, .truncate, .noFollow],
+                                           permissions: [.ownerReadWrite], relativeTo: FileDescriptor(rawValue: top))
+            _ = try retryingInterrupts("fchmod", path: fullPath) { fchmod(file.rawValue, 0o600) }
+            if !bytes.isEmpty { try writeAll(bytes, to: file.unowned, path: fullPath) }
+            if durable { try file.sync(path: fullPath) }
+            try file.close()
+        } catch {
+            throw FileSystemError(error, path: fullPath)
         }
     }
 
-    /// While the store holds more than `byteLimit` bytes, removes the oldest saved version of any
-    /// document, then the oldest conflict version (never `keeping`). Slots emptied go too.
-    private func evictBeyondByteLimit(_ top: Int32, keeping: String) {
+    /// Removes the sidecars of the version `id` in `slot` (there or not).
+    private func unlinkSidecars(_ top: Int32, _ slot: String, _ id: String) {
+        unlinkat(top, slot + "/" + id + Self.resolvedSuffix, 0)
+        unlinkat(top, slot + "/" + id + Self.originSuffix, 0)
+    }
+
+    /// Removes the version `entry` of `slot` with its sidecars; answers whether it is gone (removed
+    /// now, or by another process before).
+    private func unlinkVersion(_ top: Int32, _ slot: String, _ name: String) -> Bool {
+        let gone = unlinkat(top, slot + "/" + name, 0) == 0 || errno == ENOENT
+        if gone { unlinkSidecars(top, slot, name) }
+        forget(name)
+        return gone
+    }
+
+    // MARK: - Thinning and eviction (under the lock)
+
+    /// The ages thinning goes by (nanoseconds): every version younger than `everyVersion`, the
+    /// newest of each clock hour (UTC) younger than `hourly`, the newest of each day (UTC) younger
+    /// than `daily`, none older.
+    public static let thinningRules = (everyVersion: hour, hourly: 24 * hour, daily: 30 * 24 * hour)
+    static let hour: Int64 = 3600 * 1_000_000_000
+
+    /// Thins the document's saved versions and resolved conflict versions by age (see
+    /// ``thinningRules``): its newest version and `keeping` stay; unresolved conflict versions are
+    /// not looked at. Answers what went.
+    private func thin(_ top: Int32, slot: String, documentPath: String, keeping: String?) -> [Version] {
+        let now = self.now()
+        let rules = Self.thinningRules
+        let candidates = listSlot(top, slot).filter { $0.kind == .saved || $0.resolved }.sorted(by: Entry.newerFirst)
+        var hours = Set<Int64>(), days = Set<Int64>()
+        var removed: [Version] = []
+        for (index, entry) in candidates.enumerated() {
+            let age = now - entry.date
+            let hour = entry.date / Self.hour, day = entry.date / (24 * Self.hour)
+            let keep: Bool
+            if index == 0 || entry.name == keeping || age < rules.everyVersion {
+                keep = true
+            } else if age < rules.hourly {
+                keep = !hours.contains(hour)
+            } else if age < rules.daily {
+                keep = !days.contains(day)
+            } else {
+                keep = false
+            }
+            hours.insert(hour)
+            days.insert(day)
+            if !keep && unlinkVersion(top, slot, entry.name) { removed.append(entry.version(documentPath)) }
+        }
+        if !removed.isEmpty && durable { flushDirectory(top, slot) }
+        return removed
+    }
+
+    /// Removes the oldest versions of `kind` in `slot` beyond the per-document cap (not `keeping`).
+    private func evictBeyondLimit(_ top: Int32, slot: String, documentPath: String, kind: Kind, keeping: String?) -> [Version] {
+        let limit = kind == .saved ? savedLimit : conflictLimit
+        let ofKind = listSlot(top, slot).filter { $0.kind == kind }
+        guard ofKind.count > limit else { return [] }
+        let oldestFirst = ofKind.filter { $0.name != keeping }.sorted(by: Entry.newerFirst).reversed()
+        var removed: [Version] = []
+        for entry in oldestFirst.prefix(ofKind.count - limit) where unlinkVersion(top, slot, entry.name) {
+            removed.append(entry.version(documentPath))
+        }
+        return removed
+    }
+
+    /// While the store holds more than `byteLimit` bytes (each file once however many versions
+    /// link to it), removes the oldest saved version of any document, then the oldest conflict
+    /// version (never `keeping`). Slots emptied go too.
+    private func evictBeyondByteLimit(_ top: Int32, keeping: String) -> [Version] {
+        struct FileKey: Hashable { var device: UInt64, inode: UInt64 }
         var all: [(slot: String, entry: Entry)] = []
+        var links: [FileKey: Int] = [:]
         var total = 0
         for slot in allSlots(top) {
             for entry in listSlot(top, slot) {
                 all.append((slot, entry))
-                total += entry.size
+                let key = FileKey(device: entry.device, inode: entry.inode)
+                if links[key, default: 0] == 0 { total += entry.size }
+                links[key, default: 0] += 1
             }
         }
-        guard total > byteLimit else { return }
+        guard total > byteLimit else { return [] }
         let order = all.filter { $0.entry.name != keeping }.sorted { a, b in
-            if a.entry.kind != b.entry.kind { return a.entry.kind == .saved }
+            if (a.entry.kind == .saved) != (b.entry.kind == .saved) { return a.entry.kind == .saved }
             return Entry.newerFirst(b.entry, a.entry)
         }
         var emptied: Set<String> = []
+        var paths: [String: String] = [:]
+        var removed: [Version] = []
         for (slot, entry) in order {
             guard total > byteLimit else { break }
-            if unlinkat(top, slot + "/" + entry.name, 0) == 0 || errno == ENOENT {
-                total -= entry.size
-                forget(entry.name)
+            if unlinkVersion(top, slot, entry.name) {
+                let key = FileKey(device: entry.device, inode: entry.inode)
+                links[key, default: 1] -= 1
+                if links[key] == 0 { total -= entry.size }
                 emptied.insert(slot)
+                if paths[slot] == nil { paths[slot] = readPathFile(top, slot) ?? "" }
+                removed.append(entry.version(paths[slot]!))
             }
         }
         for slot in emptied { removeSlotIfEmpty(top, slot) }
+        return removed
     }
 
     // MARK: - Hints
@@ -677,9 +945,9 @@ public final class VersionStore: Sendable {
         return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
-    /// Now, or just after the last date given in this process if the clock is not past it.
-    private static func nextDate() -> Int64 {
-        let now = max(realtimeNanoseconds(), 0)
+    /// Now, or just after the last date given by this store if its clock is not past it.
+    private func nextDate() -> Int64 {
+        let now = max(self.now(), 0)
         var last = lastDate.load(ordering: .relaxed)
         while true {
             let next = max(now, last + 1)

@@ -199,6 +199,9 @@ public final class Hub: Sendable {
         case .entriesChanged(let entries, let store):
             method = "document/didChange"
             params = Server.didChangeEntries(event, entries: entries, store: store)
+        case .versionsChanged(let added, let removed, let resolved):
+            method = "document/didChangeVersions"
+            params = Server.didChangeVersionsParams(event, added: added, removed: removed, resolved: resolved)
         }
         let closed = event.reason == .closed
         let writers = registry.withLock { registry -> [MessageWriter] in

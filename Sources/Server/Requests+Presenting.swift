@@ -81,21 +81,10 @@ struct VersionsResult: RequestResult {
     var copies: [SyncCopyFile] = []
 
     var json: JSONValue {
-        var entries: [(date: Int64, json: JSONValue)] = versions.map { version in
-            (version.date, [
-                "id": .string(version.id), "kind": .string(version.kind.rawValue),
-                "date": .string(Timestamp.iso8601(nanoseconds: version.date)), "size": .integer(Int64(version.size)),
-            ])
-        }
+        var entries: [(date: Int64, json: JSONValue)] = versions.map { version in (version.date, Server.json(version)) }
         for copy in copies {
-            var entry: JSONObject = [
-                "id": .string(DocumentStore.versionID(of: copy)), "kind": "syncConflict",
-                "date": .string(Timestamp.iso8601(nanoseconds: copy.date)), "size": .integer(copy.size),
-                "resolved": false, "tool": .string(copy.copy.tool.rawValue),
-            ]
-            if let device = copy.copy.device { entry["device"] = .string(device) }
-            entry["uri"] = .string(FileURI.uri(from: copy.path))
-            entries.append((copy.date, .object(entry)))
+            let directory = FileWatcher.split(copy.path)?.directory ?? "/"
+            entries.append((copy.date, Server.json(DocumentStore.version(of: copy, documentPath: FileWatcher.join(directory, copy.copy.original)))))
         }
         // Newest first; a stable sort keeps the store's order among equal dates.
         let sorted = entries.enumerated().sorted { ($0.element.date, -$0.offset) > ($1.element.date, -$1.offset) }

@@ -260,7 +260,7 @@ extension Server {
                 Task { await self.offerSyncResolution(uri) }
             }
             if let message = Self.logMessage(event) { logMessage(.warning, message) }
-        case .textChanged, .moved, .entriesChanged:
+        case .textChanged, .moved, .entriesChanged, .versionsChanged:
             // A mirrored document does not follow moves (a move is a deletion for it).
             logger.debug("\(uri): \(event.reason) (not sent: the editor owns the buffer)")
         }

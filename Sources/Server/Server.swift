@@ -196,6 +196,10 @@ public actor Server: MessageHandler {
             ]))
         case .moved(let oldPath):
             writer.send(Notification(method: "document/didMove", params: Self.didMoveParams(event, oldPath: oldPath)))
+        case .versionsChanged(let added, let removed, let resolved):
+            writer.send(Notification(
+                method: "document/didChangeVersions",
+                params: Self.didChangeVersionsParams(event, added: added, removed: removed, resolved: resolved)))
         case .reloadProposed:
             // Only mirrored documents propose reloads, and their events were taken before.
             break
@@ -282,6 +286,10 @@ public actor Server: MessageHandler {
             return .now(.text(try await server.listVersions(params)))
         },
         RequestEntry(ReadVersionRequest.self) { server, params, context in server.readVersion(params, context) },
+        RequestEntry(DeleteVersionRequest.self) { server, params, context throws(ResponseError) in
+            .now(try await server.deleteVersion(params, context))
+        },
+        RequestEntry(DiffVersionsRequest.self) { server, params, context in server.diffVersions(params, context) },
         RequestEntry(RestoreVersionRequest.self) { server, params, context throws(ResponseError) in
             .now(try await server.restoreVersion(params, context))
         },
@@ -337,7 +345,7 @@ public actor Server: MessageHandler {
     /// Every notification the server may send.
     public static let serverNotifications: Set<String> = [
         "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
-        "workspace/didChangeFiles", "textDocument/publishDiagnostics", "window/showMessage",
+        "document/didChangeVersions", "workspace/didChangeFiles", "textDocument/publishDiagnostics", "window/showMessage",
         "window/logMessage",
     ]
 

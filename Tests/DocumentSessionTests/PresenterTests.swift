@@ -324,7 +324,13 @@ struct PresenterTests {
         #expect(document.buffer.text == "mine\n")
         #expect(!document.state.contains(.inConflict))
         #expect(document.hasUnsavedChanges)
-        #expect(p.log.all.last?.reason == .conflictResolved)
+        #expect(p.log.all.last { $0.reason != .versionsChanged }?.reason == .conflictResolved)
+        // The resolution marks the conflict version resolved, after the writes queued before it,
+        // and says so (its id stays).
+        #expect(!kept.resolved)
+        let marked = try await p.log.wait { $0.reason == .versionsChanged && $0.kind == .versionsChanged(added: [], removed: [], resolved: [kept.id]) }
+        #expect(marked.handle == p.handle)
+        #expect(try await p.store.versions(p.handle).first { $0.id == kept.id }?.resolved == true)
 
         _ = try await p.store.save(p.handle)
         #expect(try contents(p.path) == bytes("mine\n"))

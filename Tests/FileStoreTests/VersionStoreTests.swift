@@ -10,21 +10,52 @@ import Testing
 
 /// A store in a new temporary directory (or `directory`), flushing unless told not to.
 private func makeStore(
-    directory: String? = nil, savedLimit: Int = 20, conflictLimit: Int = 20, byteLimit: Int = 512 << 20,
-    maxVersionSize: Int = 64 << 20, durable: Bool = true, pathHash: (@Sendable (String) -> UInt64)? = nil
+    directory: String? = nil, savedLimit: Int = 1000, conflictLimit: Int = 1000, byteLimit: Int = 512 << 20,
+    maxVersionSize: Int = 64 << 20, durable: Bool = true, pathHash: (@Sendable (String) -> UInt64)? = nil,
+    clock: TestClock? = nil
 ) throws -> VersionStore {
-    try VersionStore(
+    var now: (@Sendable () -> Int64)? = nil
+    if let clock { now = { clock.now } }
+    return try VersionStore(
         directory: directory ?? freshDirectory() + "/versions", savedLimit: savedLimit, conflictLimit: conflictLimit,
         byteLimit: byteLimit, maxVersionSize: maxVersionSize, durable: durable,
-        pathHash: pathHash ?? { ContentHasher.hash($0.utf8) })
+        pathHash: pathHash ?? { ContentHasher.hash($0.utf8) }, now: now)
 }
+
+/// A clock the test sets (nanoseconds since the epoch).
+private final class TestClock: Sendable {
+    private let value: Mutex<Int64>
+    init(_ start: Int64) { value = Mutex(start) }
+    var now: Int64 { value.withLock { $0 } }
+    func set(_ nanoseconds: Int64) { value.withLock { $0 = nanoseconds } }
+}
+
+private let hour: Int64 = 3600 * 1_000_000_000
+private let minute: Int64 = 60 * 1_000_000_000
+private let day: Int64 = 24 * hour
 
 private func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
 /// Adds `text`, expecting it to be stored.
 @discardableResult
 private func add(_ store: VersionStore, _ path: String, _ kind: VersionStore.Kind, _ text: String) throws -> VersionStore.Version {
-    try #require(try store.add(documentPath: path, kind: kind, text: bytes(text)))
+    let addition = try #require(try store.add(documentPath: path, kind: kind, text: bytes(text)))
+    #expect(addition.added)
+    return addition.version
+}
+
+/// The inode of `path`.
+private func inode(_ path: String) -> UInt64 {
+    var status = stat()
+    guard lstat(path, &status) == 0 else { return 0 }
+    return UInt64(status.st_ino)
+}
+
+/// The slot directory of the store's only document.
+private func onlySlot(_ store: VersionStore) throws -> String {
+    let slots = try FileManager.default.contentsOfDirectory(atPath: store.directory).filter { !$0.hasPrefix(".") }
+    try #require(slots.count == 1)
+    return store.directory + "/" + slots[0]
 }
 
 /// The permission bits of `path`.
@@ -89,16 +120,16 @@ struct VersionStoreTests {
     func chunksAndMaximumSize() throws {
         let store = try makeStore(maxVersionSize: 10)
         let path = "/tmp/doc.txt"
-        let chunked = try #require(try store.add(documentPath: path, kind: .saved, chunks: [bytes("abc"), [], bytes("defgh")]))
+        let chunked = try #require(try store.add(documentPath: path, kind: .saved, chunks: [bytes("abc"), [], bytes("defgh")])?.version)
         #expect(try store.read(chunked.id) == bytes("abcdefgh"))
         #expect(chunked.size == 8)
         #expect(try store.add(documentPath: path, kind: .saved, text: bytes("12345678901")) == nil)
         #expect(try store.add(documentPath: path, kind: .conflict, chunks: [bytes("123456"), bytes("78901")]) == nil)
-        let exact = try #require(try store.add(documentPath: path, kind: .saved, text: bytes("1234567890")))
+        let exact = try #require(try store.add(documentPath: path, kind: .saved, text: bytes("1234567890"))?.version)
         #expect(store.versions(of: path).map(\.id) == [exact.id, chunked.id])
         #expect(!tree(store.directory).contains { $0.contains(VersionStore.tempPrefix) })
         // A non-array collection is taken too.
-        let sliced = try #require(try store.add(documentPath: path, kind: .saved, text: bytes("xxhelloxx")[2..<7]))
+        let sliced = try #require(try store.add(documentPath: path, kind: .saved, text: bytes("xxhelloxx")[2..<7])?.version)
         #expect(try store.read(sliced.id) == bytes("hello"))
     }
 
@@ -127,23 +158,25 @@ struct VersionStoreTests {
         let store = try makeStore(byteLimit: 100)
         let a = "/a.txt"
         let b = "/b.txt"
-        let thirty = String(repeating: "x", count: 30)
-        let c1 = try add(store, a, .conflict, thirty)
-        let s1 = try add(store, a, .saved, thirty)
-        let s2 = try add(store, b, .saved, thirty)
+        // Each text different (the same one would be stored once).
+        var texts = (0..<7).map { String(repeating: String($0), count: 30) }.makeIterator()
+        func thirty() -> String { texts.next()! }
+        let c1 = try add(store, a, .conflict, thirty())
+        let s1 = try add(store, a, .saved, thirty())
+        let s2 = try add(store, b, .saved, thirty())
         func ids() -> Set<String> { Set((store.versions(of: a) + store.versions(of: b)).map(\.id)) }
         #expect(ids() == [c1.id, s1.id, s2.id])
         // 120 bytes: the oldest saved version (of a) goes, although b's version was added.
-        let c2 = try add(store, b, .conflict, thirty)
+        let c2 = try add(store, b, .conflict, thirty())
         #expect(ids() == [c1.id, s2.id, c2.id])
         // Then b's saved version, older than the one just added to a.
-        let s3 = try add(store, a, .saved, thirty)
+        let s3 = try add(store, a, .saved, thirty())
         #expect(ids() == [c1.id, c2.id, s3.id])
         // A conflict added: the last saved version goes before any conflict.
-        let c3 = try add(store, b, .conflict, thirty)
+        let c3 = try add(store, b, .conflict, thirty())
         #expect(ids() == [c1.id, c2.id, c3.id])
         // No saved version left: the oldest conflict.
-        let c4 = try add(store, a, .conflict, thirty)
+        let c4 = try add(store, a, .conflict, thirty())
         #expect(ids() == [c2.id, c3.id, c4.id])
         expectGone(store, c1.id)
         // A version the size of the whole limit stays, alone.
@@ -321,7 +354,7 @@ struct VersionStoreTests {
                     failures.add(1, ordering: .relaxed)
                     continue
                 }
-                mine.append(version.id)
+                mine.append(version.version.id)
             }
             ids.withLock { $0 += mine }
         }
@@ -336,5 +369,170 @@ struct VersionStoreTests {
             #expect(listed.map(\.date) == listed.map(\.date).sorted(by: >))
         }
         #expect(!tree(first.directory).contains { $0.contains(VersionStore.tempPrefix) })
+    }
+
+    @Test("Thinned by age with the test's clock: all of the last hour, one an hour for a day, one a day for 30 days")
+    func thinning() throws {
+        // A day boundary (UTC): hours and days are counted from it.
+        let start: Int64 = 20_000 * day
+        let clock = TestClock(start)
+        let store = try makeStore(durable: false, clock: clock)
+        let path = "/diary.txt"
+        var removed: [String] = []
+        var all: [String: VersionStore.Version] = [:]
+        /// Adds a version at `offset` from `start` (the clock moves there first).
+        func at(_ offset: Int64, _ kind: VersionStore.Kind = .saved, resolved: Bool = false) throws -> String {
+            clock.set(start + offset)
+            let label = "v@\(offset / minute)m \(kind)"
+            let addition = try #require(try store.add(documentPath: path, kind: kind, text: bytes(label), resolved: resolved))
+            #expect(addition.added && addition.version.date == start + offset)
+            removed += addition.removed.map(\.id)
+            all[label] = addition.version
+            return label
+        }
+        let older = try at(-31 * day)  // older than 30 days at the end
+        let monthOld = try at(-26 * day)  // 29 days old at the end: the newest of its day
+        // Day 0 (two days and more ago at the end): only its newest stays.
+        let unresolved = try at(30 * minute, .conflict)  // never thinned
+        var day0 = try [at(1 * hour)]
+        let resolvedConflict = try at(2 * hour, .conflict, resolved: true)  // thinned like a saved one
+        day0 += try [at(5 * hour), at(5 * hour + 30 * minute)]
+        let day0Newest = try at(23 * hour)
+        // Day 1 (a day and more ago): only its newest.
+        let day1 = try [at(30 * hour), at(40 * hour)]
+        let day1Newest = try at(47 * hour)
+        // The last day: the newest of each hour.
+        let hour49 = try at(49 * hour)
+        let hour49Newest = try at(49 * hour + 30 * minute)
+        let hour60 = try at(60 * hour)
+        let hour70 = try at(70 * hour + 10 * minute)
+        let hour70Newest = try at(70 * hour + 50 * minute)
+        // The last hour: every one.
+        let lastHour = try [at(71 * hour + 40 * minute), at(72 * hour), at(72 * hour + 10 * minute), at(72 * hour + 20 * minute)]
+
+        let expected = lastHour.reversed() + [hour70Newest, hour60, hour49Newest, day1Newest, day0Newest, unresolved, monthOld]
+        #expect(store.versions(of: path).map(\.id) == expected.map { all[$0]!.id })
+        let dropped = [older, resolvedConflict, hour49, hour70] + day0 + day1
+        #expect(Set(removed) == Set(dropped.map { all[$0]!.id }))
+        #expect(removed.count == dropped.count)
+        for label in dropped { expectGone(store, all[label]!.id) }
+
+        // 31 days later the newest version alone is kept, old as it is; the unresolved conflict too.
+        let late = try at(72 * hour + 31 * day, .conflict)
+        #expect(store.versions(of: path).map(\.id) == [all[late]!.id, all[lastHour.last!]!.id, all[unresolved]!.id])
+    }
+
+    @Test("The per-document cap no longer cuts the last hour: 300 saves of the last hour all stay")
+    func lastHourIsNotCapped() throws {
+        let clock = TestClock(20_000 * day)
+        let store = try makeStore(durable: false, clock: clock)
+        #expect(store.savedLimit >= 1000)
+        for i in 0..<300 {
+            clock.set(20_000 * day + Int64(i) * 10_000_000_000)
+            try add(store, "/autosaved.txt", .saved, "text \(i)")
+        }
+        #expect(store.versions(of: "/autosaved.txt").count == 300)
+    }
+
+    @Test("Stored once per content: the newest's text again adds nothing, an older one's is a hard link")
+    func dedupe() throws {
+        let store = try makeStore(byteLimit: 10)
+        let path = "/same.txt"
+        let first = try add(store, path, .saved, "12345")
+        let again = try #require(try store.add(documentPath: path, kind: .saved, text: bytes("12345")))
+        #expect(!again.added && again.version == first && again.removed.isEmpty)
+        #expect(store.versions(of: path) == [first])
+        #expect(!tree(store.directory).contains { $0.contains(VersionStore.tempPrefix) })
+        #expect(first.contentHash == ContentHasher.hash(bytes("12345")))
+
+        let other = try add(store, path, .saved, "abcde")
+        // The first text again, not the newest's: a new version sharing the first's file.
+        let third = try add(store, path, .saved, "12345")
+        #expect(third.id != first.id && third.contentHash == first.contentHash)
+        let slot = try onlySlot(store)
+        #expect(inode(slot + "/" + third.id) == inode(slot + "/" + first.id))
+        #expect(inode(slot + "/" + other.id) != inode(slot + "/" + first.id))
+        // 15 bytes listed, 10 on disk: within the 10-byte budget, nothing was evicted.
+        #expect(store.versions(of: path).map(\.id) == [third.id, other.id, first.id])
+        #expect(try store.read(third.id) == bytes("12345"))
+        // Removing one link keeps the other's text.
+        #expect(store.remove(first.id))
+        #expect(try store.read(third.id) == bytes("12345"))
+        // A conflict with a saved version's text shares it too; the same text as the newest
+        // conflict adds nothing.
+        let conflict = try add(store, path, .conflict, "abcde")
+        #expect(inode(slot + "/" + conflict.id) == inode(slot + "/" + other.id))
+        #expect(try store.add(documentPath: path, kind: .conflict, text: bytes("abcde"))?.added == false)
+    }
+
+    @Test("Resolved marks and origins are kept with the versions: across a reopen, a move, and gone with a removal")
+    func marks() throws {
+        let store = try makeStore()
+        let path = "/notes.md"
+        let saved = try add(store, path, .saved, "mine")
+        #expect(saved.resolved)
+        let conflict = try add(store, path, .conflict, "theirs")
+        #expect(!conflict.resolved)
+        let origin = "notes.sync-conflict-20261128-101500-ABCDEFG.md"
+        let copy = try #require(try store.add(documentPath: path, kind: .syncConflict, text: bytes("copy"), origin: origin)?.version)
+        #expect(copy.origin == origin && !copy.resolved && copy.id.hasSuffix(".syncConflict"))
+        let settled = try #require(try store.add(
+            documentPath: path, kind: .syncConflict, text: bytes("settled"), resolved: true, origin: "notes.sync-conflict-2.md")?.version)
+        #expect(settled.resolved)
+        // The same copy's text again, kept resolved: nothing stored, the existing one marked.
+        let again = try #require(try store.add(documentPath: path, kind: .syncConflict, text: bytes("settled"), resolved: true))
+        #expect(!again.added && !again.markedResolved && again.version.id == settled.id)
+
+        let marking = try #require(try store.add(documentPath: path, kind: .syncConflict, text: bytes("settled2"), origin: "x.md"))
+        #expect(marking.added && !marking.version.resolved)
+        let marked = try #require(try store.add(documentPath: path, kind: .syncConflict, text: bytes("settled2"), resolved: true))
+        #expect(!marked.added && marked.markedResolved && marked.version.id == marking.version.id && marked.version.resolved)
+        #expect(store.remove(marking.version.id))
+        #expect(store.markResolved(conflict.id))
+        #expect(store.markResolved(saved.id))
+        #expect(!store.markResolved("1-2-3.conflict"))
+        #expect(!store.markResolved("../x"))
+        #expect(store.version(conflict.id)?.resolved == true)
+
+        let reopened = try makeStore(directory: store.directory)
+        var listed = reopened.versions(of: path)
+        #expect(listed.map(\.id) == [settled.id, copy.id, conflict.id, saved.id])
+        #expect(listed.map(\.resolved) == [true, false, true, true])
+        #expect(listed.map(\.origin) == ["notes.sync-conflict-2.md", origin, nil, nil])
+        #expect(try reopened.read(copy.id) == bytes("copy"))
+
+        try reopened.moveDocument(from: path, to: "/moved/notes.md")
+        listed = store.versions(of: "/moved/notes.md")
+        #expect(listed.map(\.id) == [settled.id, copy.id, conflict.id, saved.id])
+        #expect(listed.map(\.resolved) == [true, false, true, true])
+        #expect(listed.map(\.origin) == ["notes.sync-conflict-2.md", origin, nil, nil])
+
+        for version in listed { #expect(store.remove(version.id)) }
+        #expect(tree(store.directory) == [])
+    }
+
+    @Test("Versions named by an older store (no hash in the name) are listed, read, hashed, linked to and removed")
+    func oldNames() throws {
+        let store = try makeStore()
+        let path = "/legacy.txt"
+        let current = try add(store, path, .saved, "current")
+        let slot = try onlySlot(store)
+        let oldID = "\(current.date - 1_000)-4321-7.saved"
+        let oldConflict = "\(current.date - 2_000)-4321-6.conflict"
+        #expect(FileManager.default.createFile(atPath: slot + "/" + oldID, contents: Data("legacy".utf8)))
+        #expect(FileManager.default.createFile(atPath: slot + "/" + oldConflict, contents: Data("theirs".utf8)))
+        let listed = store.versions(of: path)
+        #expect(listed.map(\.id) == [current.id, oldID, oldConflict])
+        #expect(listed[1].contentHash == ContentHasher.hash(bytes("legacy")) && listed[1].size == 6 && listed[1].resolved)
+        #expect(!listed[2].resolved)
+        #expect(try store.read(oldID) == bytes("legacy"))
+        #expect(store.version(oldID) == listed[1])
+        // The old text again: a link to the old file.
+        let again = try add(store, path, .saved, "legacy")
+        #expect(inode(slot + "/" + again.id) == inode(slot + "/" + oldID))
+        #expect(store.markResolved(oldConflict))
+        #expect(store.version(oldConflict)?.resolved == true)
+        #expect(store.remove(oldID) && store.remove(oldConflict))
+        #expect(store.versions(of: path).map(\.id) == [again.id, current.id])
     }
 }

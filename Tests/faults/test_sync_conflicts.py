@@ -135,6 +135,30 @@ def test_two_copies_at_once_each_resolved_by_its_id(sandbox):
     server.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
     assert not second.exists() and server.state(handle)["state"] == []
     assert server.read(handle) == "from the laptop\n"
+    # Both copies are kept, resolved, with what their names said.
+    kept = wait_until(lambda: (lambda vs: vs if len(vs) == 2 else None)(
+        [v for v in server.call("document/versions", {"document": handle})["versions"] if v["kind"] == "syncConflict"]), timeout=20, what="both kept")
+    assert sorted((v["origin"], v["tool"], v["resolved"], "uri" in v) for v in kept) == [
+        (COPIES["nextcloud"][0], "nextcloud", True, False), (COPIES["syncthing"][0], "syncthing", True, False)], kept
+    texts = {v["origin"]: server.call("document/readVersion", {"document": handle, "id": v["id"]})["text"] for v in kept}
+    assert texts == {COPIES["syncthing"][0]: "from the laptop\n", COPIES["nextcloud"][0]: "from the phone\n"}
+    # didChangeVersions told of each copy as it came and as it was resolved.
+    messages = server.notifications + [frame.message for frame in server.rpc.asynchronous]
+    told = [n["params"] for n in messages if isinstance(n, dict) and n.get("method") == "document/didChangeVersions"]
+    added = {v["id"] for p in told for v in p["added"]}
+    resolved = {i for p in told for i in p["resolved"]}
+    assert {ids["syncthing"], ids["nextcloud"]} <= added and {ids["syncthing"], ids["nextcloud"]} <= resolved, told
+
+
+def test_deleting_a_copys_version_removes_the_copy(sandbox):
+    path = write_file(sandbox.docs / "notes.md", MINE)
+    server = start(sandbox)
+    handle = server.open_and_edit(path, MINE + "mine\n")
+    copy = write_file(sandbox.docs / COPIES["onedrive"][0], THEIRS)
+    [listed] = wait_until(lambda: copies_listed(server, handle), timeout=20, what="the copy")
+    assert server.call("document/deleteVersion", {"document": handle, "id": listed["id"]}) is None
+    assert not copy.exists() and server.state(handle)["state"] == [] and copies_listed(server, handle) == []
+    assert server.request("document/deleteVersion", {"document": handle, "id": listed["id"]}).error["code"] == -32020
 
 
 def test_a_copy_the_tool_removes_before_a_resolution_ends_the_conflict(sandbox):

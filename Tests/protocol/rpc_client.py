@@ -27,6 +27,12 @@ DEFAULT_TIMEOUT = 10.0
 # Marks a message member that is left out (as opposed to sent as null).
 ABSENT = object()
 
+# Notifications the server sends when background work ends (a version written: README §8.21), at
+# no fixed place among the other messages. The client holds them apart (`asynchronous`), so that
+# the order of the rest stays deterministic; tests that look for them take them with
+# `take_asynchronous`.
+ASYNCHRONOUS_NOTIFICATIONS = {"document/didChangeVersions"}
+
 
 # The server keeps earlier versions of documents under $XDG_STATE_HOME/docsession (README §8.21).
 # The tests must not write into the user's home, and each server must start without versions
@@ -151,6 +157,9 @@ class RpcClient:
         self.sent: list[Any] = []
         self.stderr_chunks: list[bytes] = []
         self.next_id = 1
+        # The asynchronous notifications received and not yet taken, in order.
+        self.asynchronous: list[Frame] = []
+        self._asynchronous_arrived = threading.Condition()
         self._stdout_thread = threading.Thread(target=self._read_stdout, daemon=True)
         self._stderr_thread = threading.Thread(target=self._read_stderr, daemon=True)
         self._stdout_thread.start()
@@ -168,6 +177,12 @@ class RpcClient:
                 if not data:
                     break
                 for item in reader.feed(data):
+                    message = item.message
+                    if isinstance(message, dict) and "id" not in message and message.get("method") in ASYNCHRONOUS_NOTIFICATIONS:
+                        with self._asynchronous_arrived:
+                            self.asynchronous.append(item)
+                            self._asynchronous_arrived.notify_all()
+                        continue
                     self.frames.put(item)
             if not reader.at_boundary:
                 raise FramingFault(f"output ended inside a frame: {bytes(reader.buffer[:200])!r}")
@@ -202,6 +217,20 @@ class RpcClient:
             raise item
         self.received.append(item)
         return item
+
+    def take_asynchronous(self, predicate: Callable[[Any], bool] = lambda _: True, timeout: float | None = None) -> Frame:
+        """The first asynchronous notification held (or arriving within the timeout) whose message
+        satisfies `predicate`, taken out of `asynchronous`; raises TimeoutError."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        with self._asynchronous_arrived:
+            while True:
+                for index, item in enumerate(self.asynchronous):
+                    if predicate(item.message):
+                        return self.asynchronous.pop(index)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no such asynchronous notification within the timeout; held: {[f.message for f in self.asynchronous]}")
+                self._asynchronous_arrived.wait(left)
 
     def read_message(self, timeout: float | None = None) -> Any:
         return self.read_frame(timeout).message

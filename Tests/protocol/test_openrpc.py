@@ -55,7 +55,10 @@ NAME moved to NAME2)` (it renames one), `(file NAME mode MODE)` (it chmods one),
 has kept N versions)` (the runner waits until the server's version store holds N versions: they are
 written in the background); see README §1. The notifications the watcher sends after a `(file ...)`
 directive are read as the `<--` lines after it, before the next `-->` line is sent, so they are in a
-deterministic place.
+deterministic place. `document/didChangeVersions` comes when a version's background write ends, at
+no fixed place: the client holds those apart (rpc_client.ASYNCHRONOUS_NOTIFICATIONS); a `<--` line
+showing one takes the next one held (waiting for it), and those a transcript does not show are not
+compared.
 Each server runs with its own empty XDG_STATE_HOME (rpc_client.py), so its versions are its own
 and nothing is written into the user's home.
 """
@@ -74,7 +77,7 @@ import pytest
 from jsonschema import Draft7Validator
 
 from fixtures import BIG_TEXT, FIXTURE_DATE, ROOT as FIXTURES, change_fixture, chmod_fixture, create_fixture, delete_fixture, make_fixtures, move_fixture, uri
-from rpc_client import REPO_ROOT, RpcClient, binary_path, encode, frame, wait_until
+from rpc_client import ASYNCHRONOUS_NOTIFICATIONS, REPO_ROOT, RpcClient, binary_path, encode, frame, wait_until
 
 PROTOCOL = REPO_ROOT / "protocol"
 DOCUMENT: dict[str, Any] = json.loads((PROTOCOL / "openrpc.json").read_text(encoding="utf-8"))
@@ -86,6 +89,7 @@ CLIENT_TO_SERVER = {
     "document/open", "document/create", "document/read", "document/edit", "document/undo",
     "document/redo", "document/state", "document/close", "document/save", "document/revert",
     "document/resolveConflict", "document/versions", "document/readVersion", "document/restoreVersion",
+    "document/deleteVersion", "document/diffVersions",
     "document/delete", "document/move", "document/rename", "workspace/import", "workspace/export",
     "workspace/query", "workspace/stopQuery", "document/recover", "document/discardRecovery",
     "workspace/recoverable", "document/setClientState", "session/snapshot", "session/restore",
@@ -100,7 +104,7 @@ CLIENT_TO_SERVER = {
 }
 SERVER_TO_CLIENT = {
     "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
-    "workspace/didChangeFiles",
+    "document/didChangeVersions", "workspace/didChangeFiles",
     # The LSP mode (README §12): two requests of the server's and two notifications.
     "workspace/applyEdit", "window/showMessageRequest", "textDocument/publishDiagnostics", "window/showMessage",
     "window/logMessage", "window/showDocument",
@@ -127,6 +131,8 @@ PARAMS_TYPES = {
     "document/versions": "VersionsParams",
     "document/readVersion": "ReadVersionParams",
     "document/restoreVersion": "RestoreVersionParams",
+    "document/deleteVersion": "DeleteVersionParams",
+    "document/diffVersions": "DiffVersionsParams",
     "document/recover": "RecoverParams",
     "document/discardRecovery": "DiscardRecoveryParams",
     "document/delete": "DeleteDocumentParams",
@@ -142,6 +148,7 @@ PARAMS_TYPES = {
     "document/stateChanged": "StateChangedParams",
     "document/didChange": "DidChangeParams",
     "document/didMove": "DidMoveParams",
+    "document/didChangeVersions": "DidChangeVersionsParams",
     "workspace/query": "QueryParams",
     "workspace/stopQuery": "StopQueryParams",
     "workspace/coordinate": "CoordinateParams",
@@ -168,7 +175,7 @@ TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 ETAG = re.compile(r"[0-9a-f]+(-[0-9a-f]+)*")
 # The ids of kept versions (opaque to clients; the server makes them of the time, its process id and
 # a counter, so they differ from run to run). The dates of versions are TIMESTAMPs.
-VERSION_ID = re.compile(r"[0-9]+-[0-9]+-[0-9]+\.(?:saved|conflict)")
+VERSION_ID = re.compile(r"[0-9]+-[0-9]+-[0-9]+(?:-[0-9a-f]{16})?\.(?:saved|conflict|syncConflict)")
 # A session snapshot's token (README §8.23): random, paired like version ids.
 SNAPSHOT_TOKEN = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
 VOLATILE = {"modificationDate": TIMESTAMP, "etag": ETAG, "expectedEtag": ETAG, "date": TIMESTAMP}
@@ -1422,7 +1429,7 @@ def kept_versions(directory: Path) -> int:
     while True:
         try:
             return sum(1 for slot in directory.iterdir() if slot.is_dir() and not slot.name.startswith(".")
-                       for entry in slot.iterdir() if entry.suffix in (".saved", ".conflict"))
+                       for entry in slot.iterdir() if entry.suffix in (".saved", ".conflict", ".syncConflict"))
         except FileNotFoundError:
             # A slot removed while it was listed (a save as moves the versions to the new file's
             # slot and removes the emptied one; seen in a clean-clone run under load): list again.
@@ -1497,7 +1504,7 @@ def replay_shared(lines: list[str]) -> None:
                 continue
             flush()
             try:
-                got = clients[name].read_frame()
+                got = clients[name].take_asynchronous() if is_asynchronous_line(body) else clients[name].read_frame()
             except (TimeoutError, EOFError) as error:
                 raise AssertionError(f"{where}: {error}") from None
             validate_server_message(got.message)
@@ -1517,6 +1524,12 @@ def replay_shared(lines: list[str]) -> None:
         except (OSError, ValueError, IndexError):
             pass
         subprocess.run(["rm", "-rf", str(runtime)], check=False)
+
+
+def is_asynchronous_line(text: str) -> bool:
+    """Whether a `<--` line shows a notification that comes at no fixed place (README §1)."""
+    message = json.loads(text)
+    return isinstance(message, dict) and "id" not in message and message.get("method") in ASYNCHRONOUS_NOTIFICATIONS
 
 
 def replay(lines: list[str]) -> None:
@@ -1561,7 +1574,11 @@ def replay(lines: list[str]) -> None:
             elif line.startswith("<-- "):
                 flush()
                 try:
-                    got = client.read_frame()
+                    if is_asynchronous_line(line[4:]):
+                        # Comes when background work ends, at no fixed place: the next one held.
+                        got = client.take_asynchronous()
+                    else:
+                        got = client.read_frame()
                 except (TimeoutError, EOFError) as error:
                     raise AssertionError(f"{where}: {error}") from None
                 validate_server_message(got.message)

@@ -1093,6 +1093,19 @@ class Document:
         """``document/restoreVersion``: an earlier version's text as an unsaved, undoable change."""
         return self._undo_like("document/restoreVersion", {"id": id}, timeout)
 
+    def delete_version(self, id: str, timeout: float = 10.0) -> None:
+        """``document/deleteVersion``: removes one kept version (``document/didChangeVersions``
+        then lists it in ``removed``)."""
+        self.client.request("document/deleteVersion", {"document": self.handle, "id": id}, timeout)
+
+    def diff_versions(self, from_id: str, to_id: Optional[str] = None, timeout: float = 10.0) -> list[dict]:
+        """``document/diffVersions``: the edits (in order, each against the text the ones before it
+        made) that turn version ``from_id``'s text into ``to_id``'s, or into the current text."""
+        params: dict = {"document": self.handle, "from": from_id}
+        if to_id is not None:
+            params["to"] = to_id
+        return self.client.request("document/diffVersions", params, timeout)["edits"]
+
     def recover(self, timeout: float = 10.0) -> dict:
         """`Client.recover` of this document: the unsaved changes offered in `recovery`."""
         return self.client.recover(self, timeout=timeout)
