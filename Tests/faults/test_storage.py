@@ -292,3 +292,43 @@ def drain_notifications(server: Server) -> list[dict]:
             return got
         if isinstance(message, dict) and "method" in message:
             got.append(message)
+
+
+def test_a_move_failing_midway_moves_back_what_it_moved(sandbox):
+    local, synced = storage_dirs(sandbox)
+    make_documents(local)
+    put(local / "0.txt", "zero\n")
+    # A file where the target needs the directory `a`: the third move fails (ENOTDIR), after
+    # `0.txt` (open, edited) and the package moved.
+    put(synced / "a", "not a directory\n")
+    server = start(sandbox, local, synced)
+    handle = server.open_and_edit(local / "0.txt", "zero, edited\n")
+    before_local, before_synced = tree(local), tree(synced)
+
+    reply = server.request("workspace/moveAllToStorage", {"storage": "synced"})
+    error = reply.error
+    assert error["code"] == -32010 and error["data"]["code"] == "ENOTDIR", error
+    assert error["data"]["path"] == str(synced / "a"), error
+    # Everything back where it was; the open document followed there and back.
+    assert tree(local) == before_local and tree(synced) == before_synced
+    moves = [n["params"]["uri"] for n in reply.notifications if n["method"] == "document/didMove"]
+    assert moves == [uri(synced / "0.txt"), uri(local / "0.txt")], reply.notifications
+    state = server.state(handle)
+    assert state["uri"] == uri(local / "0.txt") and state["hasUnsavedChanges"] is True
+    assert server.read(handle) == "zero, edited\n"
+    server.shutdown()
+
+
+def test_conflict_copies_move_with_their_file_and_the_tools_files_stay(sandbox):
+    local, synced = storage_dirs(sandbox)
+    put(synced / "notes.md", "mine\n")
+    copy = "notes.sync-conflict-20261128-101502-ABCDEFG.md"
+    put(synced / copy, "theirs\n")
+    (synced / ".stfolder").mkdir()
+    put(synced / ".syncthing.notes.md.tmp", "partial")
+    server = start(sandbox, local, synced)
+    moved = server.call("workspace/moveAllToStorage", {"storage": "local"})["moved"]
+    assert [m["to"] for m in moved] == [uri(local / "notes.md"), uri(local / copy)], moved
+    assert tree(local) == ["notes.md", copy]
+    assert tree(synced) == [".stfolder", ".syncthing.notes.md.tmp"]
+    server.shutdown()
