@@ -332,3 +332,22 @@ def test_conflict_copies_move_with_their_file_and_the_tools_files_stay(sandbox):
     assert tree(local) == ["notes.md", copy]
     assert tree(synced) == [".stfolder", ".syncthing.notes.md.tmp"]
     server.shutdown()
+
+
+def test_with_sandbox_roots_the_moves_act_inside_them(sandbox):
+    local, synced = storage_dirs(sandbox)
+    make_documents(local)
+    options = {"initializationOptions": {"storage": {"local": uri(local), "synced": uri(synced)}}}
+    server = sandbox.start(args=("serve", "--no-journal", "--no-file-locks", "--root", str(sandbox.docs)), initialization=options)
+    assert server.initialized["capabilities"]["roots"] == [uri(sandbox.docs)]
+    handle = server.open_and_edit(local / "a" / "side.txt", "side, edited\n")
+    before = tree(local)
+    moved = server.call("workspace/moveAllToStorage", {"storage": "synced"})["moved"]
+    assert len(moved) == 4 and tree(local) == [] and tree(synced) == before
+    assert server.state(handle)["uri"] == uri(synced / "a" / "side.txt")
+    assert server.call("document/moveToStorage", {"document": handle, "storage": "local"})["uri"] == uri(local / "a" / "side.txt")
+    assert server.save(handle).ok and (local / "a" / "side.txt").read_text() == "side, edited\n"
+    server.shutdown()
+    # A storage outside the roots is refused at initialize.
+    error = initialize_error({"roots": [uri(local)], "storage": {"local": uri(local), "synced": uri(synced)}})
+    assert error["data"]["field"] == "params.initializationOptions.storage.synced", error
