@@ -290,12 +290,23 @@ extension Server {
         _ changes: [DirectoryChange], of query: LiveQuery, roots: SandboxRoots?, store: DocumentStore, writer: MessageWriter
     ) async {
         let open = OpenFiles(await store.openFiles)
-        // The tools' temporary files are never listed, nor their changes reported.
-        let changes = changes.filter { change in
+        // The tools' temporary files are never listed, nor their changes reported: a temporary
+        // file renamed to its real name (a download finished) is that file's creation.
+        let changes = changes.compactMap { change -> DirectoryChange? in
+            func temporary(_ path: String) -> Bool { SyncConflictNames.isTemporary(Document.displayName(forPath: path)) }
             switch change {
-            case .created(let entry), .changed(let entry): return !SyncConflictNames.isTemporary(entry.name)
-            case .deleted(let path, _): return !SyncConflictNames.isTemporary(Document.displayName(forPath: path))
-            case .moved: return true
+            case .created(let entry), .changed(let entry): return temporary(entry.path) ? nil : change
+            case .deleted(let path, _): return temporary(path) ? nil : change
+            case .moved(let from, let entry):
+                switch (temporary(from), temporary(entry.path)) {
+                case (true, true): return nil
+                case (true, false): return .created(entry)
+                case (false, true):
+                    let root = query.watch.root
+                    let relative = from.hasPrefix(root + "/") ? String(from.dropFirst(root.count + 1)) : Document.displayName(forPath: from)
+                    return .deleted(path: from, relativePath: relative)
+                case (false, false): return change
+                }
             }
         }
         let shown = changes.compactMap { change -> DirectoryEntry? in

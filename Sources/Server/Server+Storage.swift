@@ -126,7 +126,16 @@ extension Server {
             }
             let source = try await sourceFile(params.source)
             let destination = try await checkPath(destinationPath, field: field, mustExist: false)
-            return try await move(source, to: destination, replace: false, context)
+            switch try await move(source, to: destination, replace: false, context) {
+            case .now(let result): return .now(result)
+            case .later(let work):
+                // A move refused off the queue takes back the directories made for it.
+                return .later {
+                    let outcome = await work()
+                    if case .failure = outcome { await Workspace.removeEmptyDirectories(made) }
+                    return outcome
+                }
+            }
         } catch {
             await Workspace.removeEmptyDirectories(made)
             throw error

@@ -275,7 +275,7 @@ def test_query_names_the_sync_tool_counts_conflict_copies_and_skips_temporary_fi
         return None
 
     change = wait_until(created, timeout=10, what="the change of c.txt")
-    assert change["file"]["syncTool"] == "nextcloud", change
+    assert change["type"] == "created" and change["file"]["syncTool"] == "nextcloud", change
     for n in server.notifications:
         if n["method"] == "workspace/didChangeFiles":
             assert all(".~" not in c["uri"] for c in n["params"]["changes"]), n
