@@ -183,6 +183,8 @@ WORKSPACE = [
     request("11", "workspace/stopQuery", '{"query":"q1"}'),
     request("12", "workspace/query", '{"root":"file:///w","glob":"[a-"}'),
     request("13", "document/open", '{"uri":"file:///w/../../etc/passwd"}'),
+    request("14", "document/moveToStorage", '{"uri":"file:///w/a.txt","storage":"synced"}'),
+    request("15", "workspace/moveAllToStorage", '{"storage":"local"}'),
 ]
 
 # Whole streams: sessions, several messages per read, header faults and the resynchronisation after

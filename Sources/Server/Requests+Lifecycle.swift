@@ -19,6 +19,11 @@ struct InitializeRequest: RequestType {
     var roots: [String]?
     /// Where `roots` is, for errors.
     static let rootsField = "params.initializationOptions.roots"
+    /// `initializationOptions.storage`: the local and the synced storage roots as paths (not yet
+    /// checked: they must exist, be directories, lie inside the roots, and neither hold the other).
+    var storage: (local: String, synced: String)?
+    /// Where `storage` is, for errors.
+    static let storageField = "params.initializationOptions.storage"
     /// The client's process (`processId`): watched, its death taken as the end of input.
     var processID: Int64?
     /// `initializationOptions.flushDelay`: the longest a journaled change waits to be flushed, in
@@ -58,6 +63,7 @@ struct InitializeRequest: RequestType {
         positionEncodings = offered
         autosave = .off
         roots = nil
+        storage = nil
         flushDelay = nil
         hotExit = true
         persistUndo = false
@@ -71,6 +77,19 @@ struct InitializeRequest: RequestType {
                 if policy == "afterDelay" { autosave = .afterDelay(milliseconds: Int(delay ?? 2000)) }
             }
             roots = try Self.roots(options)
+            if let locations = try options.optionalObject("storage") {
+                storage = (local: try Self.directoryURI(locations, "local"), synced: try Self.directoryURI(locations, "synced"))
+            }
+        }
+    }
+
+    /// A storage root: a file URI (required).
+    private static func directoryURI(_ locations: Params, _ key: String) throws(ResponseError) -> String {
+        let uri = try locations.string(key)
+        do throws(FileURI.Invalid) {
+            return try FileURI.path(from: uri)
+        } catch {
+            throw .invalidParams(field: locations.fieldPath(key), error.reason)
         }
     }
 
@@ -109,6 +128,8 @@ struct InitializeResult: RequestResult {
     var persistUndo: Bool
     /// Whether sessions can be snapshotted and restored (`session/snapshot`).
     var handoff: Bool
+    /// The storage locations taken (`initializationOptions.storage`), nil without.
+    var storage: StorageRoots?
     /// The LSP mode: LSP's `textDocumentSync` and `executeCommandProvider` are answered too.
     var editorClient: Bool
 
@@ -132,6 +153,7 @@ struct InitializeResult: RequestResult {
                 "hotExit": .bool(hotExit),
                 "persistUndo": .bool(persistUndo),
                 "handoff": .bool(handoff),
+                "storage": storage.map { ["local": .string(FileURI.uri(from: $0.local)), "synced": .string(FileURI.uri(from: $0.synced))] } ?? .null,
             ]
         if editorClient, case .object(var members) = capabilities {
             members["textDocumentSync"] = [

@@ -140,7 +140,7 @@ extension Server {
     /// file systems a copy, a flush, then the unlink) runs on a thread of its own, under the lock of
     /// the file's document if it is open; that document follows (`document/didMove` before the
     /// response).
-    private func move(_ source: SourceFile, to destination: RequestPath, replace: Bool, _ context: RequestContext) async throws(ResponseError) -> Answer<MoveDocumentResult> {
+    func move(_ source: SourceFile, to destination: RequestPath, replace: Bool, _ context: RequestContext) async throws(ResponseError) -> Answer<MoveDocumentResult> {
         try await Self.requireRegularFile(source)
         let from = source.operand
         let to = FileOperand(path: destination.path, entry: destination.entryPath)
@@ -175,7 +175,7 @@ extension Server {
         var operand: FileOperand { FileOperand(path: request.path, entry: request.entryPath) }
     }
 
-    private func sourceFile(_ source: FileSource) async throws(ResponseError) -> SourceFile {
+    func sourceFile(_ source: FileSource) async throws(ResponseError) -> SourceFile {
         let handle: String
         switch source {
         case .uri(let given):
@@ -200,7 +200,7 @@ extension Server {
 
     /// A delete or move acts on regular files only: a directory, a special file or a symbolic link
     /// (the link itself, named by the request) is -32016.
-    private static func requireRegularFile(_ source: SourceFile) async throws(ResponseError) {
+    static func requireRegularFile(_ source: SourceFile) async throws(ResponseError) {
         if (try? await Workspace.kind(of: source.given, followingLinks: false)) == .symbolicLink {
             throw notRegularFile(source.given, kind: "symbolic link")
         }

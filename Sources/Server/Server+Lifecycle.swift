@@ -22,6 +22,8 @@ extension Server {
         // uninitialized.
         var narrowedRoots: SandboxRoots? = nil
         if let paths = params.roots { narrowedRoots = try await narrowRoots(to: paths) }
+        var storageRoots: StorageRoots? = nil
+        if let given = params.storage { storageRoots = try await checkStorage(given, roots: narrowedRoots ?? roots) }
         // The first encoding the client lists that the server knows; utf-16 when none is listed
         // (every LSP client must support it).
         let chosen = params.positionEncodings?.lazy.compactMap(PositionEncoding.init(rawValue:)).first ?? .utf16
@@ -34,6 +36,7 @@ extension Server {
         }
         positionEncoding = chosen
         if let narrowedRoots { roots = narrowedRoots }
+        storage = storageRoots
         // A daemon's store is shared: its roots are the daemon's (each connection's own narrowing
         // still applies to the paths it names), and its settings are the first client's.
         let ownsSettings = coordinatorOnly ? false : membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen) } ?? true
@@ -59,7 +62,7 @@ extension Server {
             positionEncoding: chosen, maxMessageSize: configuration.maxMessageSize, autosave: await store.autosavePolicy,
             watchFiles: configuration.watchFiles, keepsVersions: await store.keepsVersions, roots: roots,
             journal: journaling, flushDelay: Int64(await store.journalFlushDelayMilliseconds), hotExit: params.hotExit,
-            persistUndo: await store.persistsUndo, handoff: snapshots != nil, editorClient: params.editorClient)
+            persistUndo: await store.persistsUndo, handoff: snapshots != nil, storage: storage, editorClient: params.editorClient)
     }
 
     /// `persistUndo`: undo histories are kept under `<state dir>/undo/`, if there is a state

@@ -113,8 +113,9 @@ extension Server {
             switch scanned {
             case .success(let entries):
                 let open = OpenFiles(await store.openFiles)
-                let files = entries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
-                return WorkspaceQueryResult(query: nil, files: files)
+                let listed = entries.filter { Self.isInside($0.path, roots) && !SyncConflictNames.isTemporary($0.name) }
+                let sync = await SyncAnnotations(listed: listed, root: rootPath)
+                return WorkspaceQueryResult(query: nil, files: listed.map { Self.fileInfo($0, open, sync) })
             case .failure(let error):
                 throw Self.fileSystemError(error)
             }
@@ -149,8 +150,9 @@ extension Server {
         Self.startForwarding(stream, of: query, roots: roots, store: store, writer: writer)
 
         let open = OpenFiles(await store.openFiles)
-        let files = watch.initialEntries.filter { Self.isInside($0.path, roots) }.map { Self.fileInfo($0, open) }
-        return WorkspaceQueryResult(query: id, files: files)
+        let listed = watch.initialEntries.filter { Self.isInside($0.path, roots) && !SyncConflictNames.isTemporary($0.name) }
+        let sync = await SyncAnnotations(listed: listed, root: rootPath)
+        return WorkspaceQueryResult(query: id, files: listed.map { Self.fileInfo($0, open, sync) })
     }
 
     /// `workspace/stopQuery`: ends a live query; nothing more is sent for it after the response.
@@ -192,8 +194,37 @@ extension Server {
         }
     }
 
-    /// A query's `FileInfo`.
-    static func fileInfo(_ entry: DirectoryEntry, _ open: OpenFiles) -> JSONValue {
+    /// What a query says of synced folders (§11.3): the sync tool marking each file's folder (its
+    /// marker in the file's directory or an ancestor up to the query's root; each directory listed
+    /// once per query, or per batch of a live query) and the unresolved conflict copies beside
+    /// each file (counted among the files listed, or, for a live change, among the directory's names).
+    struct SyncAnnotations {
+        var tools: [String: SyncConflictNames.Tool] = [:]
+        var conflicts: [String: Int] = [:]
+
+        init() {}
+
+        /// For the files of a query's answer: copies counted among the names listed.
+        init(listed entries: [DirectoryEntry], root: String) async {
+            tools = await Workspace.syncTools(forFiles: entries.map(\.path), root: root)
+            var names: [String: Set<String>] = [:]
+            for entry in entries { names[SyncToolFinder.parent(entry.path), default: []].insert(entry.name) }
+            for entry in entries {
+                let count = StorageLocations.conflictCopies(of: entry.name, among: names[SyncToolFinder.parent(entry.path)] ?? [])
+                if count > 0 { conflicts[entry.path] = count }
+            }
+        }
+
+        /// For the files of a live query's batch: copies counted among the directory's names.
+        init(changed entries: [DirectoryEntry], root: String) async {
+            guard !entries.isEmpty else { return }
+            tools = await Workspace.syncTools(forFiles: entries.map(\.path), root: root)
+            conflicts = await Workspace.conflictCounts(forFiles: entries.map(\.path))
+        }
+    }
+
+    /// A query's `FileInfo`: `syncTool` and `conflicts` only when there is a marker, and copies.
+    static func fileInfo(_ entry: DirectoryEntry, _ open: OpenFiles, _ sync: SyncAnnotations = SyncAnnotations()) -> JSONValue {
         var info: JSONObject = [
             "uri": .string(FileURI.uri(from: entry.path)),
             "name": .string(entry.name),
@@ -209,6 +240,8 @@ extension Server {
         } else {
             info["isOpen"] = false
         }
+        if let tool = sync.tools[entry.path] { info["syncTool"] = .string(tool.rawValue) }
+        if let count = sync.conflicts[entry.path] { info["conflicts"] = .integer(Int64(count)) }
         return .object(info)
     }
 
@@ -257,15 +290,41 @@ extension Server {
         _ changes: [DirectoryChange], of query: LiveQuery, roots: SandboxRoots?, store: DocumentStore, writer: MessageWriter
     ) async {
         let open = OpenFiles(await store.openFiles)
+        // The tools' temporary files are never listed, nor their changes reported: a temporary
+        // file renamed to its real name (a download finished) is that file's creation.
+        let changes = changes.compactMap { change -> DirectoryChange? in
+            func temporary(_ path: String) -> Bool { SyncConflictNames.isTemporary(Document.displayName(forPath: path)) }
+            switch change {
+            case .created(let entry), .changed(let entry): return temporary(entry.path) ? nil : change
+            case .deleted(let path, _): return temporary(path) ? nil : change
+            case .moved(let from, let entry):
+                switch (temporary(from), temporary(entry.path)) {
+                case (true, true): return nil
+                case (true, false): return .created(entry)
+                case (false, true):
+                    let root = query.watch.root
+                    let relative = from.hasPrefix(root + "/") ? String(from.dropFirst(root.count + 1)) : Document.displayName(forPath: from)
+                    return .deleted(path: from, relativePath: relative)
+                case (false, false): return change
+                }
+            }
+        }
+        let shown = changes.compactMap { change -> DirectoryEntry? in
+            switch change {
+            case .created(let entry), .changed(let entry), .moved(_, let entry): return entry
+            case .deleted: return nil
+            }
+        }
+        let sync = await SyncAnnotations(changed: shown, root: query.watch.root)
         var items: [JSONValue] = []
         for change in changes {
             switch change {
             case .created(let entry):
                 guard isInside(entry.path, roots) else { continue }
-                items.append(["type": "created", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open)])
+                items.append(["type": "created", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open, sync)])
             case .changed(let entry):
                 guard isInside(entry.path, roots) else { continue }
-                items.append(["type": "changed", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open)])
+                items.append(["type": "changed", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open, sync)])
             case .deleted(let path, _):
                 guard isInside(path, roots) else { continue }
                 items.append(["type": "deleted", "uri": .string(FileURI.uri(from: path))])
@@ -274,10 +333,10 @@ extension Server {
                 case (true, true):
                     items.append([
                         "type": "moved", "uri": .string(FileURI.uri(from: entry.path)),
-                        "oldUri": .string(FileURI.uri(from: from)), "file": fileInfo(entry, open),
+                        "oldUri": .string(FileURI.uri(from: from)), "file": fileInfo(entry, open, sync),
                     ])
                 case (false, true):
-                    items.append(["type": "created", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open)])
+                    items.append(["type": "created", "uri": .string(FileURI.uri(from: entry.path)), "file": fileInfo(entry, open, sync)])
                 case (true, false):
                     items.append(["type": "deleted", "uri": .string(FileURI.uri(from: from))])
                 case (false, false):

@@ -83,6 +83,8 @@ public actor Server: MessageHandler {
     var queries = WorkspaceQueries()
     /// Whether `shutdown` keeps the journals of unsaved documents (`initializationOptions.hotExit`).
     var hotExit = true
+    /// The storage locations (`initializationOptions.storage`, §11.8), nil when none were given.
+    var storage: StorageRoots?
     /// Where session snapshots for a handoff go (`session/snapshot`): nil without a usable state
     /// directory, and then why.
     var snapshots: SnapshotDirectory? = nil
@@ -298,6 +300,8 @@ public actor Server: MessageHandler {
         RequestEntry(RenameDocumentRequest.self) { server, params, context throws(ResponseError) in try await server.renameDocument(params, context) },
         RequestEntry(ImportFileRequest.self) { server, params, context throws(ResponseError) in try await server.importFile(params, context) },
         RequestEntry(ExportFileRequest.self) { server, params, context throws(ResponseError) in try await server.exportFile(params, context) },
+        RequestEntry(MoveToStorageRequest.self) { server, params, context throws(ResponseError) in try await server.moveToStorage(params, context) },
+        RequestEntry(MoveAllToStorageRequest.self) { server, params, context throws(ResponseError) in .now(try await server.moveAllToStorage(params, context)) },
         RequestEntry(QueryRequest.self) { server, params, context throws(ResponseError) in .now(try await server.query(params, context)) },
         RequestEntry(StopQueryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.stopQuery(params)) },
         RequestEntry(RecoverRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.recover(params)) },

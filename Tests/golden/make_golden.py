@@ -229,6 +229,30 @@ SESSIONS: dict[str, dict[str, Any]] = {
             ("req", "workspace/export", {"document": "d3", "to": uri("outside-export.md")}),  # -32022
         ] + ENDED,
     },
+    # Storage locations (README §11.8): initialize with storage, one document moved there and
+    # back, every document moved with one open and edited, a taken name (-32013), bad params.
+    "storage": {
+        "fixtures": {"local/notes.txt": b"notes\n", "local/sub/a.txt": b"alpha\n", "synced/keep.txt": b"keep\n", "outside.txt": b"out\n"},
+        "steps": [
+            ("req", "initialize", {"initializationOptions": {"storage": {"local": uri("local"), "synced": uri("local")}}}),  # -32602: the same
+            ("req", "initialize", {"initializationOptions": {"storage": {"local": uri("local"), "synced": uri("synced")}}}),
+            ("note", "initialized", None),
+            ("req", "document/open", {"uri": uri("local/sub/a.txt"), "includeText": False}),
+            edit("d1", 1, 0, 0, "edited "),
+            ("req", "document/moveToStorage", {"document": "d1", "storage": "synced"}),
+            ("req", "document/moveToStorage", {"document": "d1", "storage": "local"}),
+            ("req", "document/moveToStorage", {"uri": uri("outside.txt"), "storage": "synced"}),  # -32602: in neither
+            ("req", "document/moveToStorage", {"document": "d1", "storage": "cloud"}),  # -32602
+            ("req", "workspace/moveAllToStorage", {"storage": "synced"}),
+            ("req", "workspace/moveAllToStorage", {"storage": "local"}),
+            ("req", "document/save", {"document": "d1"}),
+            ("req", "document/moveToStorage", {"uri": uri("local/keep.txt"), "storage": "synced"}),
+            ("req", "document/moveToStorage", {"uri": uri("local/notes.txt"), "storage": "synced"}),
+            ("req", "workspace/moveAllToStorage", {"storage": "local"}),
+            ("req", "document/moveToStorage", {"uri": uri("outside.txt"), "storage": "local"}),  # -32602
+            ("req", "workspace/moveAllToStorage", {}),  # -32602: missing
+        ] + ENDED,
+    },
     # Earlier versions: listed, read, restored; unknown ids.
     "versions": {
         "fixtures": {"notes.txt": NOTES},

@@ -58,6 +58,9 @@ LINKS: dict[str, str] = {"link.txt": "notes.txt"}
 # name -> existing file: a hard link, a second name of the same inode.
 HARD_LINKS: dict[str, str] = {"shared-link.txt": "shared.txt"}
 
+# Empty directories: the storage locations of the examples of §11.8 (a query lists files only).
+DIRECTORIES: list[str] = ["local", "synced"]
+
 
 def uri(name: str) -> str:
     return ROOT_URI + name
@@ -78,6 +81,8 @@ def make_fixtures() -> Path:
         os.symlink(target, ROOT / name)
     for name, target in HARD_LINKS.items():
         os.link(ROOT / target, ROOT / name)
+    for name in DIRECTORIES:
+        (ROOT / name).mkdir(mode=0o755)
     return ROOT
 
 

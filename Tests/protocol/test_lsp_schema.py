@@ -36,7 +36,7 @@ CONVERTER = get_converter()
 # capabilities of our own protocol (protocol/README.md §5.1), beside LSP's, for our own clients; an
 # LSP client ignores members it does not know.
 OWN_CAPABILITIES = {"maxMessageSize", "batches", "cancellation", "autosave", "watchFiles", "versions", "roots",
-                    "journal", "flushDelay", "hotExit", "persistUndo", "handoff"}
+                    "journal", "flushDelay", "hotExit", "persistUndo", "handoff", "storage"}
 
 
 def differences(original: Any, again: Any, path: str, extra: list[str]) -> list[str]:

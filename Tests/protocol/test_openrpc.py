@@ -101,6 +101,8 @@ CLIENT_TO_SERVER = {
     "textDocument/didClose", "workspace/executeCommand",
     # Coordination (README §14.3).
     "workspace/coordinate", "workspace/endCoordination",
+    # Storage locations (README §11.8).
+    "document/moveToStorage", "workspace/moveAllToStorage",
 }
 SERVER_TO_CLIENT = {
     "$/logTrace", "$/progress", "document/stateChanged", "document/didChange", "document/didMove",
@@ -150,6 +152,8 @@ PARAMS_TYPES = {
     "document/didMove": "DidMoveParams",
     "document/didChangeVersions": "DidChangeVersionsParams",
     "workspace/query": "QueryParams",
+    "document/moveToStorage": "MoveToStorageParams",
+    "workspace/moveAllToStorage": "MoveAllToStorageParams",
     "workspace/stopQuery": "StopQueryParams",
     "workspace/coordinate": "CoordinateParams",
     "workspace/endCoordination": "EndCoordinationParams",
