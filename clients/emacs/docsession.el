@@ -863,9 +863,10 @@ Return the server's answer."
       (force-mode-line-update)
       (message "docsession: resolved %s with %s%s" name resolution
                (if docsession--sync-copies
-                   (format "; %d more conflict cop%s wait"
+                   (format "; %d more conflict %s"
                            (length docsession--sync-copies)
-                           (if (cdr docsession--sync-copies) "ies" "y"))
+                           (if (cdr docsession--sync-copies)
+                               "copies wait" "copy waits"))
                  "")))
     result))
 
