@@ -670,7 +670,13 @@ syncthing (device ABCDEFG, 2026-11-28 10:15): M-x docsession-resolve-sync-confli
         (should (file-exists-p copy))
         ;; The copy still waits.
         (should (member "inConflict" docsession--state))
-        (should (equal (docsession--lighter) " DS!copies"))))))
+        (should (equal (docsession--lighter) " DS!copies"))
+        ;; The tool removes it (no resolution): the lighter is back.
+        (delete-file copy)
+        (docsession-test--wait-for
+         (lambda () (and (equal (docsession--lighter) " DS")
+                         (not docsession--sync-refresh-pending))))
+        (should-not docsession--sync-copies)))))
 
 (ert-deftest docsession-test-sync-two-copies ()
   "Two copies: a merge answering regions changes nothing; one resolved, the other stays."

@@ -469,6 +469,10 @@ case('a copy there before the attach shows at once; :write goes through while it
     check(not vim.bo[buf].modified, "'modified' off")
     check(read_file(copy) ~= nil, 'the copy is still there')
     check(ds.status(buf):find(' copies:1]', 1, true) ~= nil, 'and still shown', ds.status(buf))
+    -- The tool removes it (no resolution): status() is back to normal.
+    os.remove(copy)
+    check(wait(function() return ds.status(buf) == '[ds:' .. doc.handle .. ' v' .. doc.version .. ']'
+      and not doc.refresh_pending and #doc.copies == 0 end), 'the copy removed: status() back', ds.status(buf))
   end)
 end)
 
