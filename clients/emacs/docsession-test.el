@@ -557,5 +557,210 @@ Return the buffer's text, then kill the buffer."
             (docsession-test--check))
         (jsonrpc-shutdown other t)))))
 
+;;; Sync tools' conflict copies
+
+(defconst docsession-test--syncthing-copy
+  "notes.sync-conflict-20261128-101502-ABCDEFG.txt"
+  "A Syncthing conflict copy of notes.txt: device ABCDEFG, 2026-11-28 10:15:02.")
+
+(defconst docsession-test--nextcloud-copy
+  "notes (conflicted copy 2026-11-28 093000).txt"
+  "A Nextcloud conflict copy of notes.txt, without a user: 2026-11-28 09:30:00.")
+
+(defvar docsession-test--messages nil
+  "The messages shown while `docsession-test--with-messages' runs, newest first.")
+
+(defun docsession-test--record-message (format &rest args)
+  "Record the message FORMAT with ARGS in `docsession-test--messages'."
+  (when format
+    (push (apply #'format-message format args) docsession-test--messages)))
+
+(defmacro docsession-test--with-messages (&rest body)
+  "Run BODY recording the messages shown in `docsession-test--messages'."
+  (declare (indent 0) (debug t))
+  `(let ((docsession-test--messages nil))
+     (advice-add 'message :before #'docsession-test--record-message)
+     (unwind-protect (progn ,@body)
+       (advice-remove 'message #'docsession-test--record-message))))
+
+(defun docsession-test--message-matching (regexp)
+  "Return the newest recorded message matching REGEXP, or nil."
+  (seq-find (lambda (m) (string-match-p regexp m)) docsession-test--messages))
+
+(defun docsession-test--no-prompt (&rest _)
+  "Fail: a prompt was shown."
+  (error "A prompt was shown"))
+
+(ert-deftest docsession-test-sync-copy-theirs ()
+  "A copy beside a buffer with unsaved edits shows, is named, and is taken."
+  (docsession-test--with-file ("notes.txt" "Hello, world!\nSecond line\n")
+    (docsession-test--with-messages
+      (goto-char (point-min))
+      (insert "Howdy ")
+      (should (equal (docsession--lighter) " DS*"))
+      (let ((copy (expand-file-name docsession-test--syncthing-copy
+                                    docsession-test--dir)))
+        (docsession-test--write-file copy "Hello from the laptop 😀\n")
+        (docsession-test--wait-for
+         (lambda () (and (equal (docsession--lighter) " DS!copies")
+                         docsession--sync-copies)))
+        (should (= (length docsession--sync-copies) 1))
+        (let ((entry (car docsession--sync-copies)))
+          (should (equal (plist-get entry :id)
+                         (concat "sync:" docsession-test--syncthing-copy)))
+          (should (equal (plist-get entry :tool) "syncthing"))
+          (should (equal (plist-get entry :device) "ABCDEFG")))
+        ;; The message names the file, the tool, the device and the date
+        ;; (local time, as the name has it), and the command.
+        (should (docsession-test--message-matching
+                 (regexp-quote "docsession: notes.txt has a conflict copy from \
+syncthing (device ABCDEFG, 2026-11-28 10:15): M-x docsession-resolve-sync-conflict")))
+        ;; The buffer kept its text; the server has it.
+        (should (equal (buffer-string) "Howdy Hello, world!\nSecond line\n"))
+        (docsession-test--check)
+        ;; Theirs: the buffer holds the copy's text, the copy is gone.
+        (docsession-resolve-sync-conflict
+         (concat "sync:" docsession-test--syncthing-copy) "theirs")
+        (should (equal (buffer-string) "Hello from the laptop 😀\n"))
+        (docsession-test--check)
+        (should-not (file-exists-p copy))
+        (should-not docsession--sync-copies)
+        (should (equal (docsession--lighter) " DS*"))
+        ;; The scheduled refresh after conflictResolved finds none left.
+        (docsession-test--wait-for
+         (lambda () (not docsession--sync-refresh-pending)))
+        (should-not docsession--sync-copies)
+        (should (equal (docsession--lighter) " DS*"))
+        ;; The copy's text is an unsaved change: saving writes it.
+        (cl-letf (((symbol-function 'yes-or-no-p) #'docsession-test--no-prompt))
+          (save-buffer))
+        (should (equal (docsession-test--file-text file)
+                       "Hello from the laptop 😀\n"))
+        (should (equal (docsession--lighter) " DS"))))))
+
+(ert-deftest docsession-test-sync-copy-before-open ()
+  "A copy there before the open shows at once; a save goes through unasked."
+  (docsession-test--with-file ("notes.txt" "alpha\nbeta\n" t)
+    (docsession-test--with-messages
+      (let ((copy (expand-file-name docsession-test--syncthing-copy
+                                    docsession-test--dir)))
+        (docsession-test--write-file copy "alpha\nbeta, laptop\n")
+        (docsession-mode 1)
+        ;; At once: no waiting.
+        (should (equal (docsession--lighter) " DS!copies"))
+        (should (= (length docsession--sync-copies) 1))
+        (should (docsession-test--message-matching
+                 "notes.txt has a conflict copy from syncthing (device ABCDEFG, 2026-11-28 10:15)"))
+        ;; The copy's text, in a read-only buffer.
+        (let ((shown (docsession-show-conflict-copy
+                      (concat "sync:" docsession-test--syncthing-copy))))
+          (unwind-protect
+              (with-current-buffer shown
+                (should (equal (buffer-string) "alpha\nbeta, laptop\n"))
+                (should buffer-read-only))
+            (kill-buffer shown)))
+        ;; A save while the copy waits: written, nothing asked.
+        (goto-char (point-max))
+        (insert "gamma\n")
+        (cl-letf (((symbol-function 'yes-or-no-p) #'docsession-test--no-prompt)
+                  ((symbol-function 'y-or-n-p) #'docsession-test--no-prompt))
+          (save-buffer))
+        (should (equal (docsession-test--file-text file) "alpha\nbeta\ngamma\n"))
+        (should-not (buffer-modified-p))
+        (should (file-exists-p copy))
+        ;; The copy still waits.
+        (should (member "inConflict" docsession--state))
+        (should (equal (docsession--lighter) " DS!copies"))
+        ;; The tool removes it (no resolution): the lighter is back.
+        (delete-file copy)
+        (docsession-test--wait-for
+         (lambda () (and (equal (docsession--lighter) " DS")
+                         (not docsession--sync-refresh-pending))))
+        (should-not docsession--sync-copies)))))
+
+(ert-deftest docsession-test-sync-two-copies ()
+  "Two copies: a merge answering regions changes nothing; one resolved, the other stays."
+  (docsession-test--with-file ("notes.txt" "alpha\nbeta\ngamma\n")
+    (docsession-test--with-messages
+      (let ((first (expand-file-name docsession-test--syncthing-copy
+                                     docsession-test--dir))
+            (second (expand-file-name docsession-test--nextcloud-copy
+                                      docsession-test--dir)))
+        (goto-char (point-min))
+        (delete-char 5)
+        (insert "ALPHA")
+        (docsession-test--write-file first "alpha, laptop\nbeta\ngamma\n")
+        (docsession-test--wait-for
+         (lambda () (= (length docsession--sync-copies) 1)))
+        (docsession-test--write-file second "alpha\nbeta\ngamma, phone\n")
+        (docsession-test--wait-for
+         (lambda () (= (length docsession--sync-copies) 2)))
+        (should (equal (docsession--lighter) " DS!copies"))
+        ;; The second copy's message: no device in a Nextcloud name.
+        (should (docsession-test--message-matching
+                 (regexp-quote "has a conflict copy from nextcloud (2026-11-28 09:30)")))
+        ;; Interactively: the copy is picked among the two, shown with its
+        ;; tool, device and date; the Syncthing copy, merged, overlaps.
+        (let* ((prompts nil)
+               (completing-read-function
+                (lambda (prompt collection &rest _)
+                  (push (cons prompt (all-completions "" collection)) prompts)
+                  (if (string-match-p "with" prompt)
+                      "merge"
+                    (seq-find (lambda (c) (string-match-p "syncthing" c))
+                              (all-completions "" collection))))))
+          (call-interactively #'docsession-resolve-sync-conflict)
+          (let ((copies (cdr (car (last prompts)))))
+            (should (= (length copies) 2))
+            (should (member (concat docsession-test--syncthing-copy
+                                    ": syncthing (device ABCDEFG, 2026-11-28 10:15)")
+                            copies))
+            (should (member (concat docsession-test--nextcloud-copy
+                                    ": nextcloud (2026-11-28 09:30)")
+                            copies))))
+        ;; Nothing changed; the regions are shown.
+        (should (equal (buffer-string) "ALPHA\nbeta\ngamma\n"))
+        (docsession-test--check)
+        (should (file-exists-p first))
+        (with-current-buffer "*docsession merge*"
+          (should (string-match-p "<<<<<<< mine (the buffer)\nALPHA\n" (buffer-string)))
+          (should (string-match-p "======= theirs (the copy)\nalpha, laptop\n"
+                                  (buffer-string))))
+        ;; Mine settles the first copy: removed; the other is still shown.
+        (docsession-resolve-sync-conflict
+         (concat "sync:" docsession-test--syncthing-copy) "mine")
+        (should-not (file-exists-p first))
+        (should (file-exists-p second))
+        (should (equal (buffer-string) "ALPHA\nbeta\ngamma\n"))
+        (docsession-test--wait-for (lambda () (not docsession--sync-refresh-pending)))
+        (should (= (length docsession--sync-copies) 1))
+        (should (equal (plist-get (car docsession--sync-copies) :tool) "nextcloud"))
+        (should (equal (docsession--lighter) " DS!copies"))
+        ;; The second, merged: both changes.
+        (docsession-resolve-sync-conflict
+         (concat "sync:" docsession-test--nextcloud-copy) "merge")
+        (should (equal (buffer-string) "ALPHA\nbeta\ngamma, phone\n"))
+        (docsession-test--check)
+        (should-not (file-exists-p second))
+        (should (equal (docsession--lighter) " DS*"))))))
+
+(ert-deftest docsession-test-sync-copy-and-file-conflict ()
+  "A conflict with the file is DS!conflict, and a save of it still asks."
+  (docsession-test--with-file ("notes.txt" "one\n")
+    (insert "mine ")
+    (docsession-test--write-file file "theirs\n")
+    (docsession-test--wait-for
+     (lambda () (equal (docsession--lighter) " DS!conflict")))
+    (let ((asked nil))
+      (cl-letf (((symbol-function 'yes-or-no-p)
+                 (lambda (prompt) (setq asked prompt) nil)))
+        (should-error (save-buffer) :type 'user-error))
+      (should (string-match-p "changed on disk" asked)))
+    (should (equal (docsession-test--file-text file) "theirs\n"))
+    (cl-letf (((symbol-function 'yes-or-no-p) (lambda (_) t)))
+      (save-buffer))
+    (should (equal (docsession-test--file-text file) "mine one\n"))
+    (should (equal (docsession--lighter) " DS"))))
+
 (provide 'docsession-test)
 ;;; docsession-test.el ends here

@@ -17,6 +17,11 @@
 ;;   (another program changed the file, the buffer had no unsaved
 ;;   changes) edits the buffer, `document/didMove' renames the visited
 ;;   file, `document/stateChanged' updates the mode line;
+;; - sync tools' conflict copies beside the file (Syncthing's
+;;   `notes.sync-conflict-...md' and the like) show as DS!copies, with a
+;;   message naming each copy's tool, device and date;
+;;   `docsession-resolve-sync-conflict' settles one (mine, theirs or
+;;   merge), `docsession-show-conflict-copy' shows one;
 ;; - disabling the mode, or killing the buffer, closes the document
 ;;   without saving (`save: "never"'): Emacs owns unsaved changes;
 ;; - unsaved changes that a dead server left in its journal are offered
@@ -152,12 +157,31 @@ The `recovery' member of `document/open': a plist with :date, :edits,
 (defvar-local docsession--edited-elsewhere nil
   "Non-nil when another running server has unsaved changes to the file.")
 
+(defvar-local docsession--file-conflict nil
+  "Non-nil when the document is in conflict with its own file.
+The file changed on disk over unsaved changes, a save found it changed,
+or a recovery found it changed since.  `inConflict' in the state with
+this nil means only sync tools' conflict copies wait (see
+`docsession--sync-copies').")
+
+(defvar-local docsession--sync-copies nil
+  "The sync tools' conflict copies beside the file, not yet resolved.
+A list of the `document/versions' entries of kind \"syncConflict\":
+plists with :id, :date, :size, :tool, :device (maybe absent) and :uri.
+Refreshed after a `syncConflict' or `conflictResolved' notification,
+and at the open when the document opens in conflict.")
+
+(defvar-local docsession--sync-refresh-pending nil
+  "Non-nil while a refresh of `docsession--sync-copies' is scheduled.")
+
 ;; The document stays open when the major mode changes (which kills
 ;; local variables, for example after a move renames the file).
 (dolist (var '(docsession--document docsession--version docsession--state
                docsession--unsaved docsession--deleted docsession--eol
                docsession--out-of-sync docsession--change
-               docsession--recovery docsession--edited-elsewhere))
+               docsession--recovery docsession--edited-elsewhere
+               docsession--file-conflict docsession--sync-copies
+               docsession--sync-refresh-pending))
   (put var 'permanent-local t))
 
 ;;; Connection
@@ -382,6 +406,17 @@ Point, and markers, stay where they were relative to the text."
     (cond ((equal reason "deletedOnDisk") (setq docsession--deleted t))
           ((member reason '("saved" "reloaded" "reverted" "conflictResolved"))
            (setq docsession--deleted nil)))
+    ;; A conflict with the file itself, told from one with copies only.
+    (cond ((not (member "inConflict" docsession--state))
+           (setq docsession--file-conflict nil))
+          ((member reason '("externalChange" "recovered"))
+           (setq docsession--file-conflict t))
+          ((member reason '("saved" "reverted" "reloaded"))
+           (setq docsession--file-conflict nil)))
+    (when (member reason '("syncConflict" "conflictResolved"))
+      ;; Not a request from here (a process filter, or the drain of one):
+      ;; the list of copies is asked for from a timer.
+      (docsession--schedule-sync-refresh (current-buffer)))
     (when (and (not docsession--unsaved) (not docsession--out-of-sync)
                (buffer-modified-p))
       (docsession--mark-clean))
@@ -606,18 +641,28 @@ return, which the server counts as a line break")))))
 ;;; Saving
 
 (defun docsession--write-contents ()
-  "Save the buffer through the server; for `write-contents-functions'."
+  "Save the buffer through the server; for `write-contents-functions'.
+The save is sent without `force' first: the server refuses it (-32017)
+only when the file changed on disk since it was read or saved (sync
+tools' conflict copies beside it do not stop a save).  Then, and only
+then, the user is asked whether to overwrite the file."
   (when docsession--out-of-sync (docsession-resync))
-  (let ((coding buffer-file-coding-system)
-        (force (and (member "inConflict" docsession--state)
-                    (or (yes-or-no-p
-                         (format "%s changed on disk; overwrite it with the \
-buffer (the other version is kept by the server)? "
-                                 (file-name-nondirectory buffer-file-name)))
-                        (user-error "Not saved; see `docsession-resolve-conflict'")))))
-    (pcase (docsession--call :document/save
-                             `(:document ,docsession--document
-                                         ,@(and force '(:force t))))
+  (let* ((coding buffer-file-coding-system)
+         (answer (docsession--call :document/save
+                                   (list :document docsession--document))))
+    (when (and (eq (car answer) 'error) (eql (nth 1 answer) -32017))
+      ;; The refusal's notification (externalChange) shows the conflict.
+      (docsession--drain)
+      (force-mode-line-update)
+      (if (yes-or-no-p
+           (format "%s changed on disk; overwrite it with the buffer (the \
+other version is kept by the server)? "
+                   (file-name-nondirectory buffer-file-name)))
+          (setq answer (docsession--call :document/save
+                                         (list :document docsession--document
+                                               :force t)))
+        (user-error "Not saved; see `docsession-resolve-conflict'")))
+    (pcase answer
       (`(ok ,_)
        (docsession--drain)
        (docsession--mark-clean)
@@ -649,8 +694,211 @@ overwrites the file), \"theirs\" (take the file's text) or \"merge\"."
 mine or theirs" (length (plist-get result :conflicts)))
       (docsession--apply-edits (plist-get result :edits))
       (setq docsession--version (plist-get result :version))
+      (unless (member "inConflict" docsession--state)
+        (setq docsession--file-conflict nil))
       (unless docsession--unsaved
-        (docsession--mark-clean)))))
+        (docsession--mark-clean))
+      (force-mode-line-update))))
+
+;;; Sync tools' conflict copies
+
+(defun docsession--copy-name (copy)
+  "Return the file name of the conflict COPY."
+  (file-name-nondirectory (docsession--uri-to-file (plist-get copy :uri))))
+
+(defun docsession--format-minute (date)
+  "Return the ISO 8601 DATE (UTC) in local time to the minute, or DATE."
+  (or (ignore-errors
+        (format-time-string "%Y-%m-%d %H:%M" (parse-iso8601-time-string date)))
+      date))
+
+(defun docsession--describe-copy (copy)
+  "Return \"TOOL (device DEVICE, DATE)\" for the conflict COPY."
+  (let ((device (plist-get copy :device)))
+    (format "%s (%s%s)" (plist-get copy :tool)
+            (if (and (stringp device) (not (string-empty-p device)))
+                (format "device %s, " device)
+              "")
+            (docsession--format-minute (plist-get copy :date)))))
+
+(defun docsession--fetch-sync-copies ()
+  "Ask the server for the document's unresolved conflict copies; return them."
+  (seq-filter (lambda (v)
+                (and (equal (plist-get v :kind) "syncConflict")
+                     (not (eq (plist-get v :resolved) t))))
+              (append (plist-get (docsession--request
+                                  :document/versions
+                                  (list :document docsession--document))
+                                 :versions)
+                      nil)))
+
+(defun docsession--refresh-sync-copies ()
+  "Refresh `docsession--sync-copies' and tell about the new copies."
+  (let* ((old (mapcar (lambda (c) (plist-get c :id)) docsession--sync-copies))
+         (copies (docsession--fetch-sync-copies))
+         (new (seq-remove (lambda (c) (member (plist-get c :id) old)) copies))
+         (name (file-name-nondirectory buffer-file-name)))
+    (setq docsession--sync-copies copies)
+    (force-mode-line-update)
+    (when new
+      (message "docsession: %s has %s: M-x docsession-resolve-sync-conflict"
+               name
+               (if (cdr new)
+                   (format "%d new conflict copies, from %s" (length new)
+                           (mapconcat #'docsession--describe-copy new "; "))
+                 (format "a conflict copy from %s"
+                         (docsession--describe-copy (car new))))))
+    copies))
+
+(defun docsession--schedule-sync-refresh (buffer)
+  "Refresh the conflict copies of BUFFER from a timer, once."
+  (unless docsession--sync-refresh-pending
+    (setq docsession--sync-refresh-pending t)
+    (run-at-time 0 nil #'docsession--run-sync-refresh buffer)))
+
+(defun docsession--run-sync-refresh (buffer)
+  "Refresh the conflict copies of BUFFER, unless a request is waiting."
+  (when (buffer-live-p buffer)
+    (with-current-buffer buffer
+      (cond
+       ((not docsession--document)
+        (setq docsession--sync-refresh-pending nil))
+       ((> docsession--request-depth 0)
+        ;; A request of ours waits for its answer: try again after it.
+        (run-at-time 0.05 nil #'docsession--run-sync-refresh buffer))
+       (t
+        (setq docsession--sync-refresh-pending nil)
+        (condition-case err
+            (docsession--refresh-sync-copies)
+          (error (message "docsession: listing the conflict copies failed: %s"
+                          (error-message-string err)))))))))
+
+(defun docsession--read-sync-copy (prompt)
+  "Return the id of a conflict copy: the only one, or the one picked with PROMPT."
+  (unless docsession--document (user-error "Not a docsession buffer"))
+  (let ((copies (docsession--refresh-sync-copies)))
+    (cond
+     ((null copies)
+      (user-error "docsession: %s has no conflict copies"
+                  (file-name-nondirectory buffer-file-name)))
+     ((null (cdr copies)) (plist-get (car copies) :id))
+     (t
+      (let* ((choices
+              (mapcar (lambda (c)
+                        (cons (format "%s: %s" (docsession--copy-name c)
+                                      (docsession--describe-copy c))
+                              (plist-get c :id)))
+                      copies))
+             (choice (completing-read prompt choices nil t)))
+        (cdr (assoc choice choices)))))))
+
+(defun docsession--show-merge-regions (name conflicts)
+  "Show the merge CONFLICTS with the copy NAME in a buffer; return it."
+  (let ((file (file-name-nondirectory buffer-file-name)))
+    (with-current-buffer (get-buffer-create "*docsession merge*")
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert (format (concat "%s and its conflict copy %s changed the same "
+                                "lines: nothing was changed.\nResolve with mine "
+                                "or theirs, or edit the buffer and resolve "
+                                "with mine.\n")
+                        file name))
+        (seq-doseq (c conflicts)
+          (let ((start (plist-get (plist-get c :range) :start))
+                (end (plist-get (plist-get c :range) :end)))
+            (insert (format "\n@@ lines %d-%d @@\n"
+                            (1+ (plist-get start :line))
+                            (max (1+ (plist-get start :line))
+                                 (plist-get end :line))))
+            (dolist (side '((:mine . "<<<<<<< mine (the buffer)")
+                            (:base . "||||||| base")
+                            (:theirs . "======= theirs (the copy)")))
+              (let ((text (docsession--inbound (plist-get c (car side)))))
+                (insert (cdr side) "\n" text)
+                (unless (or (string-empty-p text) (string-suffix-p "\n" text))
+                  (insert "\n"))))
+            (insert ">>>>>>>\n"))))
+      (special-mode)
+      (goto-char (point-min))
+      (display-buffer (current-buffer))
+      (current-buffer))))
+
+(defun docsession-resolve-sync-conflict (id resolution)
+  "Resolve the sync tool's conflict copy ID with RESOLUTION.
+Interactively, the copy is picked among several (its tool, device and
+date shown), then the resolution: \"mine\" keeps the buffer's text,
+\"theirs\" takes the copy's, \"merge\" merges the copy into the buffer
+\(against the saved version the copy descends from).  The server
+removes the settled copy from disk.  A merge whose sides changed the
+same lines changes nothing and shows the regions in *docsession merge*.
+Return the server's answer."
+  (interactive
+   (let ((id (docsession--read-sync-copy "Resolve the conflict copy: ")))
+     (list id (completing-read (format "Resolve %s with: "
+                                       (string-remove-prefix "sync:" id))
+                               '("mine" "theirs" "merge") nil t))))
+  (unless docsession--document (user-error "Not a docsession buffer"))
+  (when docsession--out-of-sync (docsession-resync))
+  (let* ((result (docsession--request
+                  :document/resolveConflict
+                  (list :document docsession--document
+                        :resolution resolution
+                        :id id
+                        :version docsession--version)))
+         (name (string-remove-prefix "sync:" id)))
+    (if (not (eq (plist-get result :resolved) t))
+        (progn
+          (docsession--show-merge-regions name (plist-get result :conflicts))
+          (message "docsession: %d region%s changed on both sides; nothing changed (see *docsession merge*): resolve with mine or theirs"
+                   (length (plist-get result :conflicts))
+                   (if (= (length (plist-get result :conflicts)) 1) "" "s")))
+      (docsession--apply-edits (plist-get result :edits))
+      (setq docsession--version (plist-get result :version)
+            docsession--sync-copies
+            (seq-remove (lambda (c) (equal (plist-get c :id) id))
+                        docsession--sync-copies))
+      (if docsession--unsaved
+          (set-buffer-modified-p t)
+        (docsession--mark-clean))
+      (force-mode-line-update)
+      (message "docsession: resolved %s with %s%s" name resolution
+               (if docsession--sync-copies
+                   (format "; %d more conflict %s"
+                           (length docsession--sync-copies)
+                           (if (cdr docsession--sync-copies)
+                               "copies wait" "copy waits"))
+                 "")))
+    result))
+
+(defun docsession-show-conflict-copy (id &optional ediff)
+  "Show the text of the sync tool's conflict copy ID in a read-only buffer.
+With a prefix argument (EDIFF non-nil), compare it with the buffer by
+`ediff-buffers'.  Return the copy's buffer."
+  (interactive
+   (list (docsession--read-sync-copy "Show the conflict copy: ")
+         current-prefix-arg))
+  (unless docsession--document (user-error "Not a docsession buffer"))
+  (let* ((text (plist-get (docsession--request
+                           :document/readVersion
+                           (list :document docsession--document :id id))
+                          :text))
+         (name (string-remove-prefix "sync:" id))
+         (original (current-buffer))
+         (copy (get-buffer-create (format "*docsession copy %s*" name))))
+    (with-current-buffer copy
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (insert (docsession--inbound text))
+        (goto-char (point-min)))
+      (let ((mode (buffer-local-value 'major-mode original)))
+        (unless (eq major-mode mode)
+          (ignore-errors (delay-mode-hooks (funcall mode)))))
+      (setq buffer-read-only t)
+      (set-buffer-modified-p nil))
+    (if ediff
+        (ediff-buffers original copy)
+      (display-buffer copy))
+    copy))
 
 ;;; Recovery of a dead server's unsaved changes
 
@@ -798,7 +1046,9 @@ Return the list of `workspace/recoverable' journals: plists with :uri,
   "Return the mode line text of the document's state."
   (cond ((null docsession--document) " DS?")
         ((member "savingError" docsession--state) " DS!error")
-        ((member "inConflict" docsession--state) " DS!conflict")
+        ((member "inConflict" docsession--state)
+         ;; With the file itself, or with sync tools' conflict copies only.
+         (if docsession--file-conflict " DS!conflict" " DS!copies"))
         (docsession--deleted " DS!deleted")
         (docsession--out-of-sync " DS!sync")
         (docsession--recovery " DS!recover")
@@ -817,7 +1067,9 @@ and changes that other programs make to the file reach the buffer
 when it has no unsaved changes.  The mode line shows the document's
 state: DS (saved), DS* (unsaved changes), DS!conflict (the file
 changed on disk while the buffer had unsaved changes; see
-`docsession-resolve-conflict'), DS!deleted, DS!error (the last save
+`docsession-resolve-conflict'), DS!copies (a sync tool left conflict
+copies beside the file; see `docsession-resolve-sync-conflict' and
+`docsession-show-conflict-copy'), DS!deleted, DS!error (the last save
 failed), DS!sync (being resynced).
 
 Disabling the mode closes the document without saving: unsaved
@@ -858,6 +1110,9 @@ which the server counts as a line break; docsession-mode refuses it"))
           docsession--deleted nil
           docsession--out-of-sync nil
           docsession--change nil
+          docsession--file-conflict nil
+          docsession--sync-copies nil
+          docsession--sync-refresh-pending nil
           docsession--eol
           (pcase (plist-get info :lineEnding)
             ("crlf" "\r\n")
@@ -896,6 +1151,13 @@ running; changes made here and there will conflict"
           (docsession--offer-recovery)
         (error (message "docsession: recovery failed: %s"
                         (error-message-string err)))))
+    ;; A document opens in conflict when sync tools' conflict copies lie
+    ;; beside its file: list them now (this is no process filter).
+    (when (member "inConflict" docsession--state)
+      (condition-case err
+          (docsession--refresh-sync-copies)
+        (error (message "docsession: listing the conflict copies failed: %s"
+                        (error-message-string err)))))
     (force-mode-line-update)))
 
 (dolist (fn '(docsession--before-change docsession--after-change
@@ -920,7 +1182,10 @@ running; changes made here and there will conflict"
         docsession--out-of-sync nil
         docsession--change nil
         docsession--recovery nil
-        docsession--edited-elsewhere nil))
+        docsession--edited-elsewhere nil
+        docsession--file-conflict nil
+        docsession--sync-copies nil
+        docsession--sync-refresh-pending nil))
 
 (defun docsession--close ()
   "Close the buffer's document without saving, and forget it."

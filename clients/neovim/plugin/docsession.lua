@@ -1,5 +1,6 @@
 -- :DocSessionAttach, :DocSessionDetach, :DocSessionState, :DocSessionRecover,
--- :DocSessionDiscardRecovery, :DocSessionRecoverable (docsession.nvim, Neovim 0.7+).
+-- :DocSessionDiscardRecovery, :DocSessionRecoverable, :DocSessionResolveSync, :DocSessionShowCopy
+-- (docsession.nvim, Neovim 0.7+).
 if vim.g.loaded_docsession then return end
 vim.g.loaded_docsession = true
 
@@ -51,3 +52,31 @@ vim.api.nvim_create_user_command('DocSessionRecoverable', function()
   vim.fn.setqflist({}, ' ', { title = 'docsession: unsaved changes to recover', items = items })
   vim.cmd('copen')
 end, { desc = 'List the unsaved changes of earlier docsession servers (the quickfix list)' })
+
+vim.api.nvim_create_user_command('DocSessionResolveSync', function(a)
+  local ds = require('docsession')
+  local buf = vim.api.nvim_get_current_buf()
+  local resolution = a.args ~= '' and a.args or nil
+  if resolution and resolution ~= 'mine' and resolution ~= 'theirs' and resolution ~= 'merge' then
+    vim.notify('docsession: resolve with mine, theirs or merge', vim.log.levels.ERROR)
+    return
+  end
+  ds.pick_copy(buf, 'Resolve the conflict copy:', function(id)
+    if resolution then
+      ds.resolve_sync(buf, resolution, id)
+      return
+    end
+    vim.ui.select({ 'mine', 'theirs', 'merge' }, { prompt = 'Resolve ' .. id:gsub('^sync:', '') .. ' with:' },
+      function(choice) if choice then ds.resolve_sync(buf, choice, id) end end)
+  end)
+end, {
+  nargs = '?',
+  complete = function() return { 'mine', 'theirs', 'merge' } end,
+  desc = 'Resolve a sync tool\'s conflict copy of the file: mine, theirs or merge',
+})
+
+vim.api.nvim_create_user_command('DocSessionShowCopy', function()
+  local ds = require('docsession')
+  local buf = vim.api.nvim_get_current_buf()
+  ds.pick_copy(buf, 'Show the conflict copy:', function(id) ds.show_copy(buf, id) end)
+end, { desc = 'Show a sync tool\'s conflict copy of the file in a scratch buffer' })

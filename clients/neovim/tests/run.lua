@@ -389,6 +389,144 @@ case('unsaved changes in another running server: a warning, no offer', function(
   vim.loop.kill(other.pid, 15)
 end)
 
+-- Sync tools' conflict copies --------------------------------------------------------------------
+
+local syncthing_copy = 'notes.sync-conflict-20261128-101502-ABCDEFG.txt'
+local nextcloud_copy = 'notes (conflicted copy 2026-11-28 093000).txt'
+
+-- Run f with vim.notify recording the messages into the list notes.
+local function with_notes(f)
+  local notes = {}
+  local notify = vim.notify
+  vim.notify = function(msg) table.insert(notes, msg) end
+  local ok, res = xpcall(function() return f(notes) end, debug.traceback)
+  vim.notify = notify
+  assert(ok, res)
+  return res
+end
+
+local function noted(notes, s)
+  for _, m in ipairs(notes) do
+    if m:find(s, 1, true) then return m end
+  end
+  return nil
+end
+
+case('a conflict copy beside unsaved edits: status, message; theirs takes it', function()
+  with_notes(function(notes)
+    local buf, path, dir = fresh('notes.txt', 'Hello, world!\nSecond line\n')
+    step(buf, 'an unsaved edit', function() api.nvim_buf_set_text(buf, 0, 0, 0, 0, { 'Howdy ' }) end)
+    local copy = dir .. '/' .. syncthing_copy
+    write_file(copy, 'Hello from the laptop 😀\n')
+    check(wait(function() return #(ds.get(buf).copies or {}) == 1 end), 'the copy is listed')
+    local doc = ds.get(buf)
+    check(ds.status(buf) == '[ds:' .. doc.handle .. ' v' .. doc.version .. ' + copies:1]', 'status() shows copies:1',
+      ds.status(buf))
+    check(doc.copies[1].tool == 'syncthing' and doc.copies[1].device == 'ABCDEFG', 'tool and device',
+      vim.inspect(doc.copies[1]))
+    check(noted(notes, 'docsession: notes.txt has a conflict copy from syncthing (device ABCDEFG, 2026-11-28 10:15): '
+      .. ':DocSessionResolveSync') ~= nil, 'the message names the tool, the device and the date', vim.inspect(notes))
+    check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { 'Howdy Hello, world!', 'Second line' }),
+      'the buffer keeps its text')
+    local res = ds.resolve_sync(buf, 'theirs', 'sync:' .. syncthing_copy)
+    check(res and res.resolved == true, 'resolved', vim.inspect(res))
+    check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { 'Hello from the laptop 😀' }),
+      'the buffer holds the copy\'s text', vim.inspect(api.nvim_buf_get_lines(buf, 0, -1, false)))
+    check(server_text(buf) == expected(buf), 'the server and the buffer agree')
+    check(read_file(copy) == nil, 'the copy is gone from disk')
+    check(wait(function() return not doc.refresh_pending end), 'the refresh after conflictResolved ran')
+    check(#doc.copies == 0, 'no copies left')
+    check(ds.status(buf) == '[ds:' .. doc.handle .. ' v' .. doc.version .. ' +]', 'status() back to normal',
+      ds.status(buf))
+    check(vim.bo[buf].modified, "'modified': the copy's text is unsaved")
+    vim.cmd('write')
+    check(read_file(path) == 'Hello from the laptop 😀\n', ':write writes it', vim.inspect(read_file(path)))
+    check(not vim.bo[buf].modified, "'modified' off")
+  end)
+end)
+
+case('a copy there before the attach shows at once; :write goes through while it waits', function()
+  with_notes(function(notes)
+    local buf, path, dir = fresh('notes.txt', 'alpha\nbeta\n')
+    -- Detached, the copy appears; then the file is opened again.
+    vim.cmd('DocSessionDetach')
+    local copy = dir .. '/' .. syncthing_copy
+    write_file(copy, 'alpha\nbeta, laptop\n')
+    local doc = ds.attach(buf)
+    check(doc and #(doc.copies or {}) == 1, 'listed at the attach', vim.inspect(doc and doc.copies))
+    check(ds.status(buf):find(' copies:1]', 1, true) ~= nil, 'status() shows it at once', ds.status(buf))
+    check(noted(notes, 'notes.txt has a conflict copy from syncthing (device ABCDEFG, 2026-11-28 10:15)') ~= nil,
+      'the message', vim.inspect(notes))
+    local sbuf = ds.show_copy(buf)
+    check(sbuf and vim.deep_equal(api.nvim_buf_get_lines(sbuf, 0, -1, false), { 'alpha', 'beta, laptop' }),
+      'show_copy: the copy\'s text in a scratch buffer', sbuf and vim.inspect(api.nvim_buf_get_lines(sbuf, 0, -1, false)))
+    check(sbuf and not vim.bo[sbuf].modifiable, 'read-only')
+    check(api.nvim_get_current_buf() == buf, 'the cursor stays in the document\'s window')
+    vim.cmd('only')
+    step(buf, 'an edit', function() api.nvim_buf_set_lines(buf, -1, -1, false, { 'gamma' }) end)
+    vim.cmd('write')
+    check(read_file(path) == 'alpha\nbeta\ngamma\n', ':write wrote (no !) while the copy waits', vim.inspect(read_file(path)))
+    check(not vim.bo[buf].modified, "'modified' off")
+    check(read_file(copy) ~= nil, 'the copy is still there')
+    check(ds.status(buf):find(' copies:1]', 1, true) ~= nil, 'and still shown', ds.status(buf))
+    -- The tool removes it (no resolution): status() is back to normal.
+    os.remove(copy)
+    check(wait(function() return ds.status(buf) == '[ds:' .. doc.handle .. ' v' .. doc.version .. ']'
+      and not doc.refresh_pending and #doc.copies == 0 end), 'the copy removed: status() back', ds.status(buf))
+  end)
+end)
+
+case('two copies: a merge with regions changes nothing; resolving one leaves the other', function()
+  with_notes(function(notes)
+    local buf, _, dir = fresh('notes.txt', 'alpha\nbeta\ngamma\n')
+    step(buf, 'an unsaved edit', function() api.nvim_buf_set_text(buf, 0, 0, 0, 5, { 'ALPHA' }) end)
+    local first, second = dir .. '/' .. syncthing_copy, dir .. '/' .. nextcloud_copy
+    write_file(first, 'alpha, laptop\nbeta\ngamma\n')
+    check(wait(function() return #(ds.get(buf).copies or {}) == 1 end), 'the first copy is listed')
+    write_file(second, 'alpha\nbeta\ngamma, phone\n')
+    check(wait(function() return #(ds.get(buf).copies or {}) == 2 end), 'the second copy is listed')
+    check(ds.status(buf):find(' copies:2]', 1, true) ~= nil, 'status() shows copies:2', ds.status(buf))
+    check(noted(notes, 'has a conflict copy from nextcloud (2026-11-28 09:30)') ~= nil, 'the second message (no device)',
+      vim.inspect(notes))
+    -- The merge of the Syncthing copy overlaps the buffer's edit.
+    local res = ds.resolve_sync(buf, 'merge', 'sync:' .. syncthing_copy)
+    check(res and res.resolved == false and #res.conflicts == 1, 'the merge answers a region', vim.inspect(res))
+    check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { 'ALPHA', 'beta', 'gamma' }), 'nothing changed')
+    local lines = res and res.regions_buffer and api.nvim_buf_get_lines(res.regions_buffer, 0, -1, false) or {}
+    check(vim.tbl_contains(lines, 'alpha, laptop') and vim.tbl_contains(lines, 'ALPHA'), 'the regions are shown',
+      vim.inspect(lines))
+    vim.cmd('only')
+    -- :DocSessionResolveSync mine, the copy picked among the two.
+    local items
+    local select = vim.ui.select
+    vim.ui.select = function(list, opts, on_choice)
+      items = {}
+      for _, c in ipairs(list) do table.insert(items, opts.format_item(c)) end
+      for _, c in ipairs(list) do
+        if c.tool == 'syncthing' then return on_choice(c) end
+      end
+    end
+    local ok, e = pcall(vim.cmd, 'DocSessionResolveSync mine')
+    vim.ui.select = select
+    check(ok, ':DocSessionResolveSync mine', e)
+    check(items and vim.tbl_contains(items, syncthing_copy .. ': syncthing (device ABCDEFG, 2026-11-28 10:15)')
+      and vim.tbl_contains(items, nextcloud_copy .. ': nextcloud (2026-11-28 09:30)'),
+      'the choice shows tool, device and date', vim.inspect(items))
+    check(read_file(first) == nil and read_file(second) ~= nil, 'the first copy is gone, the second stays')
+    check(wait(function() return not ds.get(buf).refresh_pending end), 'refreshed')
+    local doc = ds.get(buf)
+    check(#doc.copies == 1 and doc.copies[1].tool == 'nextcloud', 'the other copy is still listed', vim.inspect(doc.copies))
+    check(ds.status(buf):find(' copies:1]', 1, true) ~= nil, 'status() shows copies:1', ds.status(buf))
+    res = ds.resolve_sync(buf, 'merge')
+    check(res and res.resolved == true, 'the only copy left merges', vim.inspect(res))
+    check(vim.deep_equal(api.nvim_buf_get_lines(buf, 0, -1, false), { 'ALPHA', 'beta', 'gamma, phone' }),
+      'both changes', vim.inspect(api.nvim_buf_get_lines(buf, 0, -1, false)))
+    check(server_text(buf) == expected(buf), 'the server and the buffer agree')
+    check(read_file(second) == nil, 'the second copy is gone')
+    check(ds.status(buf) == '[ds:' .. doc.handle .. ' v' .. doc.version .. ' +]', 'status() back to normal', ds.status(buf))
+  end)
+end)
+
 local ok, err = xpcall(function()
   for _, c in ipairs(cases) do
     local before = failures

@@ -391,6 +391,14 @@ local function set_state(doc, p)
     uri = p.uri or doc.uri,
   }
   if p.error then st.error = p.error.message; st.errorCode = p.error.code end
+  -- A conflict with the file itself, told from one with sync tools' conflict copies only.
+  if not vim.tbl_contains(st.flags, 'inConflict') then
+    doc.file_conflict = false
+  elseif p.reason == 'externalChange' or p.reason == 'recovered' then
+    doc.file_conflict = true
+  elseif p.reason == 'saved' or p.reason == 'reverted' or p.reason == 'reloaded' then
+    doc.file_conflict = false
+  end
   doc.state = st
   if api.nvim_buf_is_valid(doc.buf) then vim.b[doc.buf].docsession_state = st end
 end
@@ -455,6 +463,84 @@ local function take_text(doc, text)
   doc.shadow = text
 end
 
+-- Sync tools' conflict copies ------------------------------------------------------------------
+-- doc.copies: the document/versions entries of kind syncConflict not yet resolved ({ id, date,
+-- size, tool, device?, uri }), refreshed after a syncConflict or conflictResolved notification
+-- (from the request queue, never waited on there) and at the attach when the document opens
+-- inConflict.
+
+-- An ISO 8601 date of the server (UTC) in local time, by fmt.
+local function local_time(iso, fmt)
+  local y, mo, d, h, mi, sec = tostring(iso):match('^(%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)')
+  if not y then return tostring(iso) end
+  -- os.time reads the fields as local time: add the offset back.
+  local t = os.time({ year = tonumber(y), month = tonumber(mo), day = tonumber(d), hour = tonumber(h),
+    min = tonumber(mi), sec = tonumber(sec) })
+  local off = os.time(os.date('*t', t)) - os.time(os.date('!*t', t))
+  return os.date(fmt, t + off)
+end
+
+local function copy_name(c) return vim.fn.fnamemodify(vim.uri_to_fname(c.uri), ':t') end
+
+-- "syncthing (device ABCDEFG, 2026-11-28 10:15)"
+local function describe_copy(c)
+  local device = (type(c.device) == 'string' and c.device ~= '') and ('device ' .. c.device .. ', ') or ''
+  return ('%s (%s%s)'):format(c.tool, device, local_time(c.date, '%Y-%m-%d %H:%M'))
+end
+
+local function sync_copies_of(res)
+  local copies = {}
+  for _, v in ipairs(type(res) == 'table' and res.versions or {}) do
+    if v.kind == 'syncConflict' and v.resolved ~= true then table.insert(copies, v) end
+  end
+  return copies
+end
+
+-- Take the list of copies; tell about the new ones.
+local function take_copies(doc, copies)
+  local known = {}
+  for _, c in ipairs(doc.copies or {}) do known[c.id] = true end
+  local new = {}
+  for _, c in ipairs(copies) do
+    if not known[c.id] then table.insert(new, c) end
+  end
+  doc.copies = copies
+  pcall(vim.cmd, 'redrawstatus')
+  if #new > 0 then
+    local what
+    if #new == 1 then
+      what = 'a conflict copy from ' .. describe_copy(new[1])
+    else
+      local parts = {}
+      for _, c in ipairs(new) do table.insert(parts, describe_copy(c)) end
+      what = ('%d new conflict copies, from %s'):format(#new, table.concat(parts, '; '))
+    end
+    warn(('%s has %s: :DocSessionResolveSync'):format(vim.fn.fnamemodify(doc.path, ':t'), what),
+      vim.log.levels.INFO)
+  end
+end
+
+-- Ask for the list of copies through the document's queue, without waiting for the answer.
+local function refresh_copies(doc)
+  if doc.refresh_pending then return end
+  doc.refresh_pending = true
+  vim.schedule(function()
+    if doc.detached then doc.refresh_pending = false; return end
+    enqueue(doc, { kind = 'call', method = 'document/versions', params = { document = doc.handle },
+      done = function(err, res)
+        vim.schedule(function()
+          doc.refresh_pending = false
+          if doc.detached then return end
+          if err then
+            warn('listing the conflict copies failed: ' .. tostring(err.message))
+          else
+            take_copies(doc, sync_copies_of(res))
+          end
+        end)
+      end })
+  end)
+end
+
 local handlers = {}
 
 handlers['document/stateChanged'] = function(doc, p)
@@ -471,6 +557,7 @@ handlers['document/stateChanged'] = function(doc, p)
       and not has_unacked_edits(doc) and api.nvim_buf_is_valid(doc.buf) then
     vim.bo[doc.buf].modified = false
   end
+  if p.reason == 'syncConflict' or p.reason == 'conflictResolved' then refresh_copies(doc) end
   pcall(vim.cmd, 'redrawstatus')
 end
 
@@ -652,6 +739,163 @@ function M.discard_recovery(buf)
   return true
 end
 
+-- Sync tools' conflict copies: resolve, show ----------------------------------------------------
+
+-- The sync tools' conflict copies beside the buffer's file, asked of the server now (and kept for
+-- status()): a list of { id, date, size, tool, device?, uri }. Returns nil and the error on failure.
+function M.sync_copies(buf)
+  buf = bufnr(buf)
+  local doc = docs[buf]
+  if not doc then return nil, { code = -1, message = 'the buffer is not attached' } end
+  flush(doc)
+  local err, res = run_sync(doc, 'document/versions', { document = doc.handle })
+  if err then return nil, err end
+  take_copies(doc, sync_copies_of(res))
+  return doc.copies
+end
+
+-- A scratch buffer named name holding text, read-only, shown in a split; the cursor stays.
+local function show_scratch(name, text, filetype)
+  local old = vim.fn.bufnr(name)
+  if old ~= -1 then pcall(api.nvim_buf_delete, old, { force = true }) end
+  local sbuf = api.nvim_create_buf(false, true)
+  api.nvim_buf_set_name(sbuf, name)
+  text = text:gsub('\r\n', '\n'):gsub('\r', '\n')
+  if text:sub(-1) == '\n' then text = text:sub(1, -2) end
+  api.nvim_buf_set_lines(sbuf, 0, -1, false, vim.split(text, '\n', { plain = true }))
+  vim.bo[sbuf].bufhidden = 'wipe'
+  if filetype and filetype ~= '' then vim.bo[sbuf].filetype = filetype end
+  vim.bo[sbuf].modifiable = false
+  vim.bo[sbuf].readonly = true
+  local win = api.nvim_get_current_win()
+  pcall(vim.cmd, 'sbuffer ' .. sbuf)
+  if api.nvim_win_is_valid(win) then api.nvim_set_current_win(win) end
+  return sbuf
+end
+
+-- Settle the conflict copy id (its version id, "sync:NAME"; nil: the only one) with resolution
+-- 'mine' (keep the buffer's text), 'theirs' (take the copy's) or 'merge' (merge the copy into the
+-- buffer). The server removes the settled copy. Returns the server's answer, or nil and the error;
+-- a merge whose sides changed the same lines changes nothing: its regions are shown in a scratch
+-- buffer, whose number is the answer's `regions_buffer`.
+function M.resolve_sync(buf, resolution, id)
+  buf = bufnr(buf)
+  local doc = docs[buf]
+  if not doc then return nil, { code = -1, message = 'the buffer is not attached' } end
+  if not id then
+    local copies, lerr = M.sync_copies(buf)
+    if not copies then return nil, lerr end
+    if #copies ~= 1 then
+      local e = { code = -1, message = #copies == 0 and 'the document has no conflict copies'
+        or ('%d conflict copies: name one (:DocSessionResolveSync picks it)'):format(#copies) }
+      warn(e.message)
+      return nil, e
+    end
+    id = copies[1].id
+  end
+  flush(doc)
+  local err, res = run_sync(doc, 'document/resolveConflict', { document = doc.handle, resolution = resolution, id = id })
+  if err then
+    warn(('resolving %s failed: %s'):format(id, err.message), vim.log.levels.ERROR)
+    return nil, err
+  end
+  local name = id:gsub('^sync:', '')
+  if res.resolved ~= true then
+    local lines = { ('%s and its conflict copy %s changed the same lines: nothing was changed.'):format(
+      vim.fn.fnamemodify(doc.path, ':t'), name), 'Resolve with mine or theirs (or edit the buffer, then mine).' }
+    for _, c in ipairs(res.conflicts or {}) do
+      table.insert(lines, '')
+      table.insert(lines, ('@@ lines %d-%d @@'):format(c.range.start.line + 1,
+        math.max(c.range.start.line + 1, c.range['end'].line)))
+      for _, side in ipairs({ { 'mine', '<<<<<<< mine (the buffer)' }, { 'base', '||||||| base' },
+          { 'theirs', '======= theirs (the copy)' } }) do
+        table.insert(lines, side[2])
+        local t = (c[side[1]] or ''):gsub('\r\n', '\n')
+        if t:sub(-1) == '\n' then t = t:sub(1, -2) end
+        if t ~= '' or c[side[1]] == '\n' then vim.list_extend(lines, vim.split(t, '\n', { plain = true })) end
+      end
+      table.insert(lines, '>>>>>>>')
+    end
+    res.regions_buffer = show_scratch('docsession://merge/' .. name, table.concat(lines, '\n'))
+    warn(('%d region%s changed on both sides; nothing changed: resolve with mine or theirs'):format(
+      #(res.conflicts or {}), #(res.conflicts or {}) == 1 and '' or 's'))
+    return res
+  end
+  local target = doc.shadow
+  for _, e in ipairs(res.edits or {}) do
+    target = target and apply_edit(target, e)
+  end
+  if target then
+    apply_remote_edits(doc, res.edits or {}, res.version)
+    -- The copy's text may end otherwise than the buffer's did: 'eol' follows it.
+    if model_text(doc) ~= doc.shadow then take_text(doc, doc.shadow) end
+  else
+    local rerr, read = run_sync(doc, 'document/read', { document = doc.handle })
+    if rerr then
+      warn('reading the resolved text failed: ' .. rerr.message, vim.log.levels.ERROR)
+      return nil, rerr
+    end
+    take_text(doc, read.text)
+  end
+  doc.version = res.version
+  vim.bo[buf].modified = doc.state ~= nil and doc.state.hasUnsavedChanges == true
+  local left = {}
+  for _, c in ipairs(doc.copies or {}) do
+    if c.id ~= id then table.insert(left, c) end
+  end
+  doc.copies = left
+  pcall(vim.cmd, 'redrawstatus')
+  print(('docsession: resolved %s with %s%s'):format(name, resolution,
+    #left > 0 and ('; %d more conflict %s'):format(#left, #left == 1 and 'copy waits' or 'copies wait') or ''))
+  return res
+end
+
+-- Show the text of the conflict copy id (nil: the only one) in a read-only scratch buffer, in a
+-- split. Returns the scratch buffer's number, or nil and the error.
+function M.show_copy(buf, id)
+  buf = bufnr(buf)
+  local doc = docs[buf]
+  if not doc then return nil, { code = -1, message = 'the buffer is not attached' } end
+  if not id then
+    local copies, lerr = M.sync_copies(buf)
+    if not copies then return nil, lerr end
+    if #copies ~= 1 then
+      local e = { code = -1, message = #copies == 0 and 'the document has no conflict copies'
+        or ('%d conflict copies: name one (:DocSessionShowCopy picks it)'):format(#copies) }
+      warn(e.message)
+      return nil, e
+    end
+    id = copies[1].id
+  end
+  local err, res = M.call(buf, 'document/readVersion', { id = id })
+  if err then
+    warn(('reading %s failed: %s'):format(id, err.message), vim.log.levels.ERROR)
+    return nil, err
+  end
+  return show_scratch('docsession://copy/' .. id:gsub('^sync:', ''), res.text, vim.bo[buf].filetype)
+end
+
+-- Pick a conflict copy of the buffer (vim.ui.select when there are several, each with its tool,
+-- device and date) and call on_pick(id).
+function M.pick_copy(buf, prompt, on_pick)
+  buf = bufnr(buf)
+  local copies = M.sync_copies(buf)
+  if not copies then
+    warn('the buffer is not attached')
+    return
+  end
+  if #copies == 0 then
+    warn(vim.fn.fnamemodify(api.nvim_buf_get_name(buf), ':t') .. ' has no conflict copies', vim.log.levels.INFO)
+  elseif #copies == 1 then
+    on_pick(copies[1].id)
+  else
+    vim.ui.select(copies, {
+      prompt = prompt,
+      format_item = function(c) return copy_name(c) .. ': ' .. describe_copy(c) end,
+    }, function(c) if c then on_pick(c.id) end end)
+  end
+end
+
 offer_recovery = function(doc, pushed)
   local description = describe_recovery(doc, doc.recovery)
   if pushed then
@@ -769,6 +1013,15 @@ function M.attach(buf)
     doc.recovery = info.recovery
     offer_recovery(doc, pushed)
   end
+  if vim.tbl_contains(info.state or {}, 'inConflict') then
+    -- Opened beside sync tools' conflict copies: list them now.
+    local verr, versions = run_sync(doc, 'document/versions', { document = doc.handle })
+    if verr then
+      warn('listing the conflict copies failed: ' .. tostring(verr.message))
+    else
+      take_copies(doc, sync_copies_of(versions))
+    end
+  end
   return doc
 end
 
@@ -813,7 +1066,16 @@ function M.status(buf)
   local parts = { 'ds:' .. doc.handle .. ' v' .. tostring(doc.version) }
   if st.hasUnsavedChanges then table.insert(parts, '+') end
   if doc.recovery then table.insert(parts, 'recoverable') end
-  for _, f in ipairs(st.flags or {}) do table.insert(parts, f) end
+  local copies = #(doc.copies or {})
+  for _, f in ipairs(st.flags or {}) do
+    if f == 'inConflict' and not doc.file_conflict then
+      -- Only sync tools' conflict copies wait ('?' until their list is in).
+      table.insert(parts, 'copies:' .. (copies > 0 and tostring(copies) or '?'))
+    else
+      table.insert(parts, f)
+      if f == 'inConflict' and copies > 0 then table.insert(parts, 'copies:' .. copies) end
+    end
+  end
   return '[' .. table.concat(parts, ' ') .. ']'
 end
 
