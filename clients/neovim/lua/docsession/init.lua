@@ -778,20 +778,27 @@ end
 -- buffer). The server removes the settled copy. Returns the server's answer, or nil and the error;
 -- a merge whose sides changed the same lines changes nothing: its regions are shown in a scratch
 -- buffer, whose number is the answer's `regions_buffer`.
+-- The id of the buffer's only conflict copy, or nil and an error naming the command that picks one.
+local function only_copy(buf, command)
+  local copies, lerr = M.sync_copies(buf)
+  if not copies then return nil, lerr end
+  if #copies ~= 1 then
+    local e = { code = -1, message = #copies == 0 and 'the document has no conflict copies'
+      or ('%d conflict copies: name one (:%s picks it)'):format(#copies, command) }
+    warn(e.message)
+    return nil, e
+  end
+  return copies[1].id
+end
+
 function M.resolve_sync(buf, resolution, id)
   buf = bufnr(buf)
   local doc = docs[buf]
   if not doc then return nil, { code = -1, message = 'the buffer is not attached' } end
   if not id then
-    local copies, lerr = M.sync_copies(buf)
-    if not copies then return nil, lerr end
-    if #copies ~= 1 then
-      local e = { code = -1, message = #copies == 0 and 'the document has no conflict copies'
-        or ('%d conflict copies: name one (:DocSessionResolveSync picks it)'):format(#copies) }
-      warn(e.message)
-      return nil, e
-    end
-    id = copies[1].id
+    local only, e = only_copy(buf, 'DocSessionResolveSync')
+    if not only then return nil, e end
+    id = only
   end
   flush(doc)
   local err, res = run_sync(doc, 'document/resolveConflict', { document = doc.handle, resolution = resolution, id = id })
@@ -857,15 +864,9 @@ function M.show_copy(buf, id)
   local doc = docs[buf]
   if not doc then return nil, { code = -1, message = 'the buffer is not attached' } end
   if not id then
-    local copies, lerr = M.sync_copies(buf)
-    if not copies then return nil, lerr end
-    if #copies ~= 1 then
-      local e = { code = -1, message = #copies == 0 and 'the document has no conflict copies'
-        or ('%d conflict copies: name one (:DocSessionShowCopy picks it)'):format(#copies) }
-      warn(e.message)
-      return nil, e
-    end
-    id = copies[1].id
+    local only, e = only_copy(buf, 'DocSessionShowCopy')
+    if not only then return nil, e end
+    id = only
   end
   local err, res = M.call(buf, 'document/readVersion', { id = id })
   if err then
