@@ -131,6 +131,20 @@ extension DocumentStore {
         return (documents[handle]!.version, sent)
     }
 
+    /// How many kept conflict versions of each file are not resolved (files with none are left
+    /// out); nothing when no versions are kept. Off the actor: one lookup of the file's slot each.
+    public func unresolvedConflictVersionCounts(forPaths paths: [String]) async -> [String: Int] {
+        guard let versions else { return [:] }
+        return await runOnOwnThread {
+            var counts: [String: Int] = [:]
+            for path in paths {
+                let count = versions.versions(of: path).filter { $0.kind != .saved && !$0.resolved }.count
+                if count > 0 { counts[path] = count }
+            }
+            return counts
+        }
+    }
+
     /// Deletes one of the document's versions; its clients hear it.
     public func deleteVersion(_ handle: String, id: String) async throws(DocumentError) {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }

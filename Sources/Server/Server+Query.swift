@@ -114,7 +114,8 @@ extension Server {
             case .success(let entries):
                 let open = OpenFiles(await store.openFiles)
                 let listed = entries.filter { Self.isInside($0.path, roots) && !SyncConflictNames.isTemporary($0.name) }
-                let sync = await SyncAnnotations(listed: listed, root: rootPath)
+                var sync = await SyncAnnotations(listed: listed, root: rootPath)
+                await sync.addKeptConflicts(of: listed, store: store)
                 return WorkspaceQueryResult(query: nil, files: listed.map { Self.fileInfo($0, open, sync) })
             case .failure(let error):
                 throw Self.fileSystemError(error)
@@ -151,7 +152,8 @@ extension Server {
 
         let open = OpenFiles(await store.openFiles)
         let listed = watch.initialEntries.filter { Self.isInside($0.path, roots) && !SyncConflictNames.isTemporary($0.name) }
-        let sync = await SyncAnnotations(listed: listed, root: rootPath)
+        var sync = await SyncAnnotations(listed: listed, root: rootPath)
+        await sync.addKeptConflicts(of: listed, store: store)
         return WorkspaceQueryResult(query: id, files: listed.map { Self.fileInfo($0, open, sync) })
     }
 
@@ -220,6 +222,16 @@ extension Server {
             guard !entries.isEmpty else { return }
             tools = await Workspace.syncTools(forFiles: entries.map(\.path), root: root)
             conflicts = await Workspace.conflictCounts(forFiles: entries.map(\.path))
+        }
+
+        /// Adds the conflict versions kept for each file and not resolved (a change on disk under
+        /// unsaved edits that nobody settled, in this server or an earlier one): NSFileVersion's
+        /// unresolved conflict versions are the copies beside the file and these.
+        mutating func addKeptConflicts(of entries: [DirectoryEntry], store: DocumentStore) async {
+            guard !entries.isEmpty else { return }
+            for (path, count) in await store.unresolvedConflictVersionCounts(forPaths: entries.map(\.path)) {
+                conflicts[path, default: 0] += count
+            }
         }
     }
 
@@ -315,7 +327,8 @@ extension Server {
             case .deleted: return nil
             }
         }
-        let sync = await SyncAnnotations(changed: shown, root: query.watch.root)
+        var sync = await SyncAnnotations(changed: shown, root: query.watch.root)
+        await sync.addKeptConflicts(of: shown, store: store)
         var items: [JSONValue] = []
         for change in changes {
             switch change {

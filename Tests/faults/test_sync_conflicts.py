@@ -274,3 +274,26 @@ def test_saves_never_make_names_a_sync_tool_treats_specially(sandbox):
     import re
     special = re.compile(r"sync-conflict|conflicted copy|_conflict-|SFConflict|\(conflict|safeBackup|\.tmp$|\.part$|\.partial$|\.~|~$")
     assert not [name for name in others if special.search(name)], others
+
+
+def test_workspace_query_counts_a_files_unresolved_conflict_versions(sandbox):
+    """Per file: the copies beside it and the kept conflict versions nobody resolved."""
+    path = write_file(sandbox.docs / "notes.md", MINE)
+    write_file(sandbox.docs / "other.md", MINE)
+    server = start(sandbox)
+    handle = server.open_and_edit(path, MINE + "mine\n")
+    path.write_text(THEIRS)  # another program: a conflict, its text kept as a conflict version
+    wait_until(lambda: [v for v in server.call("document/versions", {"document": handle})["versions"] if v["kind"] == "conflict"],
+               timeout=20, what="the kept conflict version")
+    write_file(sandbox.docs / COPIES["syncthing"][0], THEIRS)
+    wait_until(lambda: copies_listed(server, handle), timeout=20, what="the copy")
+
+    def counts():
+        files = server.call("workspace/query", {"root": uri(sandbox.docs)})["files"]
+        return {f["name"]: f.get("conflicts") for f in files}
+
+    assert counts()["notes.md"] == 2 and counts()["other.md"] is None, counts()
+    # Resolving settles both: the file's conflict (its version marked resolved) and the copy.
+    server.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
+    server.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
+    wait_until(lambda: counts().get("notes.md") is None, timeout=20, what="no unresolved conflict left")
