@@ -84,19 +84,19 @@ extension Workspace {
     /// directory): for the changes of a live query, whose batch does not list the directory.
     public static func conflictCounts(forFiles paths: [String]) async -> [String: Int] {
         await runOnOwnThread {
-            var namesByDirectory: [String: Set<String>] = [:]
+            // Each directory listed and its names read once.
+            var byDirectory: [String: [String: Int]] = [:]
             var counts: [String: Int] = [:]
             for path in paths {
                 let directory = SyncToolFinder.parent(path)
-                if namesByDirectory[directory] == nil {
-                    namesByDirectory[directory] = Set((try? listDirectory(directory)) ?? [])
+                if byDirectory[directory] == nil {
+                    byDirectory[directory] = StorageLocations.conflictCopyCounts(among: Set((try? listDirectory(directory)) ?? []))
                 }
-                let names = namesByDirectory[directory]!
                 let name = String(path[path.index(after: path.lastIndex(of: "/")!)...])
-                let count = StorageLocations.conflictCopies(of: name, among: names)
-                if count > 0 { counts[path] = count }
+                if let count = byDirectory[directory]![name], count > 0 { counts[path] = count }
             }
             return counts
         }
     }
+
 }

@@ -106,11 +106,21 @@ public enum StorageLocations {
 
     /// How many of `names` (the names of one directory) are sync conflict copies of `name`.
     public static func conflictCopies(of name: String, among names: Set<String>) -> Int {
-        var count = 0
-        for other in names where other != name && !SyncConflictNames.isTemporary(other) {
-            if SyncConflictNames.candidates(other).contains(where: { $0.original == name }) { count += 1 }
+        conflictCopyCounts(among: names)[name] ?? 0
+    }
+
+    /// For each file name of a directory that has conflict copies among `names`, how many: every
+    /// name is read once (a directory of n names costs n readings, not n² as asking file by file
+    /// would). A name that reads as a copy of several files (OneDrive's host may hold a dash)
+    /// counts for each of them that is among `names`.
+    public static func conflictCopyCounts(among names: Set<String>) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for other in names where !SyncConflictNames.isTemporary(other) {
+            for original in Set(SyncConflictNames.candidates(other).map(\.original)) where original != other && names.contains(original) {
+                counts[original, default: 0] += 1
+            }
         }
-        return count
+        return counts
     }
 
     /// The real path of the directory `path` (`realpath(3)`): ENOENT when there is none, ENOTDIR

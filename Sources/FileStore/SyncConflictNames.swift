@@ -63,6 +63,8 @@ public enum SyncConflictNames {
     /// dash, so `a-b-host-safeBackup-0001.txt` reads as a copy of `a.txt` or of `a-b.txt` (the
     /// caller knows which exists).
     public static func candidates(_ name: String) -> [Copy] {
+        // Most names are no copy: one pass over the bytes for a mark any format needs first.
+        guard mayHoldMark(name.utf8) else { return [] }
         let bytes = Array(name.utf8)
         if bytes.isEmpty || bytes.contains(UInt8(ascii: "/")) { return [] }
         var found: [Copy] = []
@@ -71,6 +73,23 @@ public enum SyncConflictNames {
         if let copy = nextcloudOld(bytes, name) { found.append(copy) }
         found.append(contentsOf: onedrive(bytes, name))
         return found
+    }
+
+    /// Whether the bytes hold a mark some format needs: `.sync-conflict-`, `_conflict-`,
+    /// `-safeBackup-`, or a ` (` that a parenthesised mark starts with.
+    private static func mayHoldMark(_ utf8: String.UTF8View) -> Bool {
+        var previous: UInt8 = 0
+        for byte in utf8 {
+            switch byte {
+            case UInt8(ascii: "("): if previous == UInt8(ascii: " ") { return true }
+            case UInt8(ascii: "-"):
+                // `.sync-conflict-`, `_conflict-` and `-safeBackup-` all hold `t-` or `p-`.
+                if previous == UInt8(ascii: "t") || previous == UInt8(ascii: "p") { return true }
+            default: break
+            }
+            previous = byte
+        }
+        return false
     }
 
     /// Whether `name` is a sync tool's temporary file (a download in progress): never a document

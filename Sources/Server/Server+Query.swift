@@ -211,9 +211,11 @@ extension Server {
             tools = await Workspace.syncTools(forFiles: entries.map(\.path), root: root)
             var names: [String: Set<String>] = [:]
             for entry in entries { names[SyncToolFinder.parent(entry.path), default: []].insert(entry.name) }
+            // Each directory's names are read once, off the loop.
+            let directories = names
+            let counted = await runOnOwnThread { directories.mapValues { StorageLocations.conflictCopyCounts(among: $0) } }
             for entry in entries {
-                let count = StorageLocations.conflictCopies(of: entry.name, among: names[SyncToolFinder.parent(entry.path)] ?? [])
-                if count > 0 { conflicts[entry.path] = count }
+                if let count = counted[SyncToolFinder.parent(entry.path)]?[entry.name], count > 0 { conflicts[entry.path] = count }
             }
         }
 

@@ -86,6 +86,20 @@ struct SyncConflictNamesTests {
         }
     }
 
+    @Test("A directory's copies counted per file in one reading of its names (only files that are there count)")
+    func countsPerDirectory() {
+        let names: Set<String> = [
+            "notes.md", "notes.sync-conflict-20261128-101502-ABCDEFG.md", "notes (conflicted copy 2026-11-28 101502).md",
+            "my-notes.md", "my-notes-work-pc-safeBackup-0001.md", ".syncthing.notes.md.tmp", "other.md",
+            "gone.sync-conflict-20261128-101502-ABCDEFG.md",
+        ]
+        let counts = StorageLocations.conflictCopyCounts(among: names)
+        // The OneDrive copy reads as a copy of `my.md`, `my-notes.md` or `my-notes-work.md`: only the one there counts.
+        #expect(counts == ["notes.md": 2, "my-notes.md": 1])
+        #expect(StorageLocations.conflictCopies(of: "notes.md", among: names) == 2)
+        #expect(StorageLocations.conflictCopies(of: "other.md", among: names) == 0)
+    }
+
     @Test("The names our own saves write beside a file are neither copies nor temporary files of a tool")
     func ourNames() {
         for name in [SafeSave.tempPrefix + "notes.md-1a2b3c", SafeSave.backupPrefix + "1234-abcdef"] {
