@@ -97,7 +97,7 @@ enum MessageType: Int64 {
 
 extension Server {
     /// The server-to-client requests of the LSP mode.
-    public static let serverRequests: Set<String> = ["workspace/applyEdit", "window/showMessageRequest"]
+    public static let serverRequests: Set<String> = ["workspace/applyEdit", "window/showMessageRequest", "window/showDocument"]
 
     /// Starts the LSP mode (`initialize` found `capabilities.textDocument`): the mirrored
     /// documents' events are handled in order from now on.
