@@ -430,6 +430,7 @@ class Soak:
         order = list(range(args.documents))
         rng.shuffle(order)
         wanted = args.writers * args.docs_per_writer
+        self.uris = {doc.uri for doc in self.docs}
         for i in order[:wanted]:
             self.docs[i].kind = "writer"
         for i in order[wanted:wanted + args.external_docs]:
@@ -563,6 +564,12 @@ class Soak:
         params = message.get("params") or {}
         handle = params.get("document")
         doc = self.by_handle.get(handle)
+        if doc is None and method == "document/didChangeVersions" and params.get("uri") in self.uris:
+            # A version of a save made before a close is written in the background; when the file is
+            # open again by then, the new handle hears of it, and that may come before the open's
+            # answer has named the handle (noted in issue 20's note as a server ordering to mend).
+            self.counts["versions told before the open's answer"] += 1
+            return
         if doc is None:
             self.failures.add("notification", f"{method} about an unknown handle: {json.dumps(message)[:300]}")
             return
@@ -570,8 +577,20 @@ class Soak:
             self.on_state_changed(doc, params)
         elif method == "document/didChange":
             self.on_did_change(doc, params)
+        elif method == "document/didChangeVersions":
+            self.on_versions_changed(doc, params)
         else:
             self.failures.add("notification", f"unexpected {method} about {doc.kind} {doc.path}: {json.dumps(params)[:300]}")
+
+    def on_versions_changed(self, doc: Doc, params) -> None:
+        """A save keeps the text as a version, written in the background and told when it is
+        (README §8.21); versions the byte budget or the thinning drop are told as `removed`. Only
+        saved versions of the document's own file may be added, and nothing is resolved here."""
+        added = params.get("added") or []
+        if params.get("uri") != doc.uri or params.get("resolved") or any(
+                v.get("kind") != "saved" or v.get("resolved") is not True for v in added):
+            self.failures.add("notification", f"unexpected versions change about {doc.kind} {doc.path}: {json.dumps(params)[:300]}")
+        self.counts["versions kept"] += len(added)
 
     def on_state_changed(self, doc: Doc, params) -> None:
         reason = params.get("reason")
@@ -1027,9 +1046,13 @@ class Writer:
                                       f"{doc.last_save_answered[1]} (handle {handle})")
         doc.last_save_answered = (handle, version)
         size = len(text.encode("utf-8"))
+        # `unchanged`: the file held these bytes already (a save with no edit since the last), and
+        # nothing was written (README §8.14); the check of the file below holds either way.
         if result.get("version") != version or result.get("size") != size or result.get("uri") != doc.uri \
-                or result.get("method") != "rename":
+                or result.get("method") not in ("rename", "unchanged"):
             soak.failures.add("save", f"{doc.path}: answer {result}, expected version {version}, size {size}")
+        if result.get("method") == "unchanged":
+            soak.counts["saves that wrote nothing"] += 1
         if not doc.closing and doc.handle == handle:
             soak.check_file_recent(doc, version, f"after the save of version {version}", saved_text=text)
 
