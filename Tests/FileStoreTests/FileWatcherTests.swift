@@ -303,12 +303,9 @@ struct FileWatcherTests {
         #expect(rename(directory + "/.incoming", copy) == 0)
         #expect(await log.waitFor(.sibling(name: "notes.sync-conflict-20261128-101502-ABCDEFG.md"), at: file) != nil)
         #expect(unlink(copy) == 0)
-        let deadline = ContinuousClock.now + .seconds(20)
-        while log.events(for: file).filter({ $0.kind == .sibling(name: "notes.sync-conflict-20261128-101502-ABCDEFG.md") }).count < 2,
-              ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        #expect(log.events(for: file).filter { $0.kind == .sibling(name: "notes.sync-conflict-20261128-101502-ABCDEFG.md") }.count == 2)
+        let copyEvents = { log.events(for: file).filter { $0.kind == .sibling(name: "notes.sync-conflict-20261128-101502-ABCDEFG.md") }.count }
+        await log.waitFor(seconds: 20) { _ in copyEvents() >= 2 }
+        #expect(copyEvents() == 2)
         // Nothing for the names the filter refused, and nothing for the registration without one.
         #expect(!log.events(for: file).contains { $0.kind == .sibling(name: "unrelated.md") || $0.kind == .sibling(name: ".incoming") })
         #expect(!log.events(for: other).contains { if case .sibling = $0.kind { true } else { false } })

@@ -154,6 +154,11 @@ class Editor:
         self.buffers[target] = (new_text, version + 1)
         self.client.notify("textDocument/didChange", {"textDocument": {"uri": target, "version": version + 1}, "contentChanges": [{"text": new_text}]})
 
+    def write(self, path: Path) -> None:
+        """The editor writes its buffer to the file and says so (`didSave`)."""
+        rewrite(path, self.text(path))
+        self.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+
     def command(self, name: str, *arguments: Any) -> dict[str, Any]:
         request_id = self.client.next_id
         self.client.next_id += 1
@@ -480,8 +485,7 @@ def test_revert_and_restore_version_go_through_apply_edit(place: Path) -> None:
         editor.open(path)
         editor.change(path, [{"text": "version two\n"}], "version two\n")
         editor.sync()
-        rewrite(path, "version two\n")  # the editor writes
-        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.write(path)
         editor.sync()
         editor.change(path, [{"text": "unsaved three\n"}], "unsaved three\n")
         response = editor.command("docsession.revert", uri(path))  # applies the applyEdit on the way
@@ -747,10 +751,7 @@ def test_a_sync_tools_conflict_copy_is_a_diagnostic_and_a_question(place: Path) 
         editor.apply(editor.next_request("workspace/applyEdit"))
         assert editor.text(path) == "one\ntwo (laptop)\n"
         assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
-        deadline = time.monotonic() + 20
-        while copy.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not copy.exists(), "the settled copy is removed"
+        wait_until(lambda: not copy.exists(), 20, "the settled copy removed")
     finally:
         editor.client.kill()
 
@@ -765,8 +766,7 @@ def test_a_version_is_shown_on_a_read_only_copy(place: Path) -> None:
         editor.open(path)
         editor.change(path, [{"text": "second\n"}], "second\n")
         editor.sync()
-        rewrite(path, "second\n")  # the editor writes
-        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.write(path)
         versions = wait_until(lambda: editor.command("docsession.versions", uri(path))["result"]["versions"], 20, "a kept version")
         request_id = editor.client.next_id
         editor.client.next_id += 1
