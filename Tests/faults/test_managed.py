@@ -170,13 +170,19 @@ def test_hostile_sql_is_refused_and_changes_nothing(sandbox):
     assert error_of(server.request("store/query", {"document": plain, "sql": "SELECT 1"}))["code"] == WRONG_KIND
 
 
-def test_an_external_rewrite_of_the_store_with_unsaved_changes_is_a_conflict(sandbox):
+def saved_then_changed(sandbox):
+    """A managed document whose store holds 'saved', saved, and 'unsaved' since: (package, server, handle)."""
     package = sandbox.docs / "library.docpackage"
     server = sandbox.start()
     handle = create(server, package)["document"]
     server.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES ('saved')"})
     server.save(handle)
     server.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES ('unsaved')"})
+    return package, server, handle
+
+
+def test_an_external_rewrite_of_the_store_with_unsaved_changes_is_a_conflict(sandbox):
+    package, server, handle = saved_then_changed(sandbox)
 
     # Another program rewrites the published store (as a sync tool would: a new file renamed in).
     replacement = package / "StoreContent" / ".incoming"
@@ -202,12 +208,7 @@ def test_an_external_rewrite_of_the_store_with_unsaved_changes_is_a_conflict(san
 def test_a_conflict_found_at_a_temporary_file_copies_their_store_when_it_is_renamed_in(sandbox):
     """The conflict is found when the other program's temporary file appears; the store it renames
     in later is what the conflict copy holds (one copy, not one of the unchanged store)."""
-    package = sandbox.docs / "library.docpackage"
-    server = sandbox.start()
-    handle = create(server, package)["document"]
-    server.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES ('saved')"})
-    server.save(handle)
-    server.call("store/execute", {"document": handle, "sql": "INSERT INTO notes(title) VALUES ('unsaved')"})
+    package, server, handle = saved_then_changed(sandbox)
 
     replacement = package / "StoreContent" / ".incoming"
     shutil.copy(store_path(package), replacement)
