@@ -708,9 +708,7 @@ mine or theirs" (length (plist-get result :conflicts)))
 
 (defun docsession--format-minute (date)
   "Return the ISO 8601 DATE (UTC) in local time to the minute, or DATE."
-  (or (ignore-errors
-        (format-time-string "%Y-%m-%d %H:%M" (parse-iso8601-time-string date)))
-      date))
+  (docsession--format-date date "%Y-%m-%d %H:%M"))
 
 (defun docsession--describe-copy (copy)
   "Return \"TOOL (device DEVICE, DATE)\" for the conflict COPY."
@@ -902,10 +900,11 @@ With a prefix argument (EDIFF non-nil), compare it with the buffer by
 
 ;;; Recovery of a dead server's unsaved changes
 
-(defun docsession--format-date (date)
-  "Return the ISO 8601 DATE (UTC) of the server in local time, or DATE."
+(defun docsession--format-date (date &optional format)
+  "Return the ISO 8601 DATE (UTC) of the server in local time, or DATE.
+FORMAT is `format-time-string''s, to the second by default."
   (or (ignore-errors
-        (format-time-string "%Y-%m-%d %H:%M:%S" (parse-iso8601-time-string date)))
+        (format-time-string (or format "%Y-%m-%d %H:%M:%S") (parse-iso8601-time-string date)))
       date))
 
 (defun docsession--describe-recovery (offer)
