@@ -29,7 +29,15 @@ public struct Document: Sendable {
     public internal(set) var syncedText: TextBuffer
     /// The file was deleted (or moved where it could not be followed) while open: the text is
     /// kept, and the next save writes the file again.
-    public internal(set) var deletedOnDisk = false
+    public internal(set) var deletedOnDisk = false {
+        didSet { if !deletedOnDisk { unwritten = false } }
+    }
+    /// The file was never written: an editor's new buffer (the LSP mode's `didOpen` of a file
+    /// that does not exist yet, ``DocumentStore/openUnwritten(path:)``). `deletedOnDisk` too, so
+    /// that the next save writes the file and a file appearing at the path is compared as for a
+    /// deleted one; unlike a deleted file's, the text is not unsaved for the file's absence (an
+    /// empty new buffer has nothing to keep). Ends with `deletedOnDisk`.
+    public internal(set) var unwritten = false
     /// How many times the text was taken from the file by a reload or a conflict's resolution: a
     /// save of a text taken before one would overwrite what the file gained, so it is refused.
     var reloadCount = 0

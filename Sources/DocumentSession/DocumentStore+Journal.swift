@@ -83,7 +83,8 @@ extension DocumentStore {
         let active = journals[handle]
         // Read in place: this runs after every edit.
         guard let (inSync, unsaved, version, sameBase) = documents.peek(handle, { document in
-            (!document.hasUnsavedChanges && !document.deletedOnDisk && !document.state.contains(.inConflict),
+            // A file never written (an editor's new buffer) needs no journal while its text is empty.
+            (!document.hasUnsavedChanges && (!document.deletedOnDisk || document.unwritten) && !document.state.contains(.inConflict),
              document.hasUnsavedChanges, document.version, active.map { document.syncedText.isIdentical(to: $0.base) } ?? false)
         }) else { return }
         if inSync {
@@ -100,7 +101,15 @@ extension DocumentStore {
         // change would otherwise write the whole base text again.
         if active == nil, let retry = journalRetry[handle], ContinuousClock.now < retry { return }
         journalRetry[handle] = nil
-        startJournal(handle, then: active == nil && !wasUnsaved ? change : nil)
+        // The change goes as a record after the synced text only when the text before it was the
+        // synced text. Clean almost always means that; not for Vim's empty buffer of an empty file
+        // ("\n" showing "", ``settleIfSynced(_:)``), whose lengths tell it apart.
+        var follows = active == nil && !wasUnsaved
+        if follows, let change, let (now, synced) = documents.peek(handle, { ($0.buffer.utf8Count, $0.syncedText.utf8Count) }) {
+            let grown = change.edits.reduce(0) { $0 + $1.insertedText.utf8.count - $1.removedText.utf8.count }
+            follows = now - grown == synced
+        }
+        startJournal(handle, then: follows ? change : nil)
     }
 
     /// Starts the document's journal (again): its synced text as the base, its text now (unless

@@ -91,13 +91,22 @@ extension DocumentStore {
     }
 
     /// The editor's text is the file's again (its own undo back to the file, a reload of its own,
-    /// a line typed and deleted): the document is clean, as the editor is. Compared only when the
-    /// lengths are equal.
-    func settleIfSynced(_ handle: String) {
-        guard let document = documents[handle], document.hasUnsavedChanges, !document.deletedOnDisk,
+    /// a line typed and deleted; its text at `didOpen`): the document is clean, as the editor is.
+    /// Compared only when the lengths are equal (or differ by Vim's empty line, below).
+    public func settleIfSynced(_ handle: String) {
+        guard let document = documents[handle], document.hasUnsavedChanges, !document.deletedOnDisk || document.unwritten,
               !document.state.contains(.inConflict), presenter.conflicts[handle] == nil,
-              document.buffer.utf8Count == document.syncedText.utf8Count, document.buffer == document.syncedText else { return }
+              Self.editorText(document.buffer, shows: document.syncedText) else { return }
         change(handle, reason: .edited) { $0.history.markClean() }
+    }
+
+    /// Whether an editor's buffer holding `buffer` shows the file holding `file`: the same text,
+    /// or Vim's empty buffer. Neovim's client sends a buffer's lines joined, with a line break
+    /// after the last when 'eol' is set (as it is for an empty file and a new buffer): "\n"
+    /// for the one empty line of a buffer whose write makes an empty file.
+    static func editorText(_ buffer: TextBuffer, shows file: TextBuffer) -> Bool {
+        if buffer.utf8Count == file.utf8Count { return buffer == file }
+        return file.utf8Count == 0 && buffer.utf8Count == 1 && buffer.text == "\n"
     }
 
     /// The file's text a reload proposed to the editor waits for, if one does.
@@ -174,6 +183,7 @@ extension DocumentStore {
         case .failure(let error): throw error
         }
         let clean = takingItsText || (now.buffer.isIdentical(to: current) ? equal : now.buffer == text)
+            || Self.editorText(now.buffer, shows: text)
         let steps = takingItsText && !(now.buffer.isIdentical(to: current) && equal) ? TextDiff.edits(from: now.buffer, to: text) : []
         let positions = presenter.positionEncoding
         change(handle, reason: .saved, always: true) { document in

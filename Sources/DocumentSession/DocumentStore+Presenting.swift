@@ -365,7 +365,8 @@ extension DocumentStore {
             }
             return
         }
-        let clean = !document.hasUnsavedChanges && !document.deletedOnDisk && presenter.conflicts[handle] == nil
+        // A buffer of a file never written, left empty, takes the file another program made.
+        let clean = !document.hasUnsavedChanges && (!document.deletedOnDisk || document.unwritten) && presenter.conflicts[handle] == nil
             && !document.state.contains(.inConflict)
         guard clean else {
             recordConflict(handle, DiskVersion(text: buffer, identity: file.identity, loaded: file, error: nil),

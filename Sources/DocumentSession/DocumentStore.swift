@@ -4,6 +4,10 @@ import Synchronization
 import SystemCalls
 import TextBuffer
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The open documents of the process (the Session of the architecture): one actor, so that each
 /// document's edits apply in the order they arrive. Long work (loading a file) runs off the actor on
 /// its own task; only the quick installation of the result runs on it.
@@ -414,6 +418,54 @@ public actor DocumentStore {
             encoding: .utf8, hasByteOrderMark: false, lineEnding: lines.style, identity: identity,
             syncedText: buffer)
         install(document)
+        return document
+    }
+
+    /// Opens a document for a file that does not exist yet: an editor's new buffer (the LSP mode's
+    /// `didOpen` of a path not written). It is empty and `unwritten` (and `deletedOnDisk`): its
+    /// directory is watched, so that the file the editor writes, or another program makes, is
+    /// compared with it as a deleted file's coming back is; the next save writes the file; its
+    /// changes are journaled as any document's, and a dead server's journal of the path is offered
+    /// as at any open (its base is the empty text). A file at the path by the time it looks is
+    /// opened as ``open(path:encoding:pinned:progress:isCancelled:)`` opens it. A directory that
+    /// does not exist (or is not one) is refused: `.fileSystem`, naming the directory.
+    public func openUnwritten(path: String) async throws(DocumentError) -> Document {
+        if let handle = handleByPath[path], let document = documents[handle] { return document }
+        let journalDirectory = journalDirectory
+        let writer = journal
+        let looked = await runOnOwnThread { () -> Result<JournalScan?, FileSystemError> in
+            if FileIdentity.current(path: path) != nil { return .success(nil) }
+            guard let (directory, _) = FileWatcher.split(path) else {
+                return .failure(FileSystemError(errno: EINVAL, syscall: "open", path: path, reason: "the path names no file in a directory"))
+            }
+            do throws(FileSystemError) {
+                guard try FileKind.of(directory, followingLinks: true) == .directory else {
+                    return .failure(FileSystemError(errno: ENOTDIR, syscall: "stat", path: directory))
+                }
+            } catch {
+                return .failure(error)
+            }
+            return .success(
+                journalDirectory.map { Self.scanJournals($0, path: path, disk: TextBuffer(), isOwn: { writer?.owns($0) ?? false }) }
+                    ?? JournalScan(offer: nil, heldElsewhere: 0))
+        }
+        let scan: JournalScan
+        switch looked {
+        case .success(nil): return try await open(path: path, encoding: nil)
+        case .success(let found?): scan = found
+        case .failure(let error): throw .fileSystem(error)
+        }
+        // Opened meanwhile (by another request of the path).
+        if let handle = handleByPath[path], let document = documents[handle] { return document }
+        var document = Document(
+            handle: makeHandle(), path: path, buffer: TextBuffer(), history: UndoHistory(),
+            encoding: .utf8, hasByteOrderMark: false, lineEnding: .none,
+            identity: FileIdentity(device: 0, inode: 0, size: 0, modificationTime: 0, changeTime: 0), syncedText: TextBuffer())
+        document.deletedOnDisk = true
+        document.unwritten = true
+        install(document)
+        recoveries[document.handle] = scan.offer
+        if scan.heldElsewhere > 0 { heldElsewhere[document.handle] = scan.heldElsewhere }
         return document
     }
 

@@ -138,6 +138,11 @@ extension Server {
         // The leases held end: the documents they held edit again, their files checked.
         await endAllCoordinations()
         if coordinatorOnly { return NullResult() }
+        // The LSP mode: an editor's client says shutdown when the editor quits (having asked its
+        // user to save or discard each modified buffer) or stops the server and keeps its buffers:
+        // the mirrors end as at didClose, their journals with them, whatever hot exit says. A
+        // crash of the editor says nothing: the end of input keeps them.
+        await endAllMirrors()
         if membership != nil {
             // A daemon's client: only its own holds end (the store and the other clients go on);
             // without hot exit, what it alone held unsaved is dropped.

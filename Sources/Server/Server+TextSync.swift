@@ -123,10 +123,20 @@ extension Server {
         guard editorSync.mirrors[uri] == nil else { return ignore(params, "\(uri) is open already (didClose it first)") }
         let document: Document
         do throws(ResponseError) {
-            let target = try await checkPath(params.document.path, field: "params.textDocument.uri", mustExist: true)
+            // A buffer of a file not written yet is mirrored too (its changes journaled): the
+            // path need not exist, its directory must.
+            let target = try await checkPath(params.document.path, field: "params.textDocument.uri", mustExist: false)
             defer { withExtendedLifetime(target) {} }
             do throws(DocumentError) {
-                document = try await store.open(path: target.path, encoding: nil, pinned: target.resolved?.fileIdentity)
+                if let pinned = target.resolved?.fileIdentity {
+                    document = try await store.open(path: target.path, encoding: nil, pinned: pinned)
+                } else {
+                    do throws(DocumentError) {
+                        document = try await store.open(path: target.path, encoding: nil)
+                    } catch .load(.fileSystem(let error)) where error.code == "ENOENT" && error.path == target.path {
+                        document = try await store.openUnwritten(path: target.path)
+                    }
+                }
             } catch {
                 throw Self.responseError(error, id: .null, field: "params.textDocument.uri")
             }
@@ -150,6 +160,8 @@ extension Server {
                 editorSync.mirrors[uri]?.diverged = true
                 logger.warning("\(DidOpenTextDocumentNotification.method): the editor's text of \(uri) was not taken (not mirrored exactly until the editor sends its whole text or saves): \(error)")
             }
+            // Vim's empty buffer of an empty (or new) file is the file's text as the editor shows it.
+            await store.settleIfSynced(handle)
         }
         if await store.recoveryOffer(handle) != nil {
             Task { await self.offerRecovery(uri) }
@@ -226,6 +238,22 @@ extension Server {
         }
         // After the close: its events (`closed`) are the mirror's too, not sent as `document/*`.
         mirrorEvents.handles.withLock { _ = $0.remove(mirror.handle) }
+    }
+
+    /// `shutdown` in the LSP mode: every mirror ends as at `didClose` (the sessions close without
+    /// saving, their journals go).
+    func endAllMirrors() async {
+        let mirrors = editorSync.mirrors
+        editorSync.mirrors = [:]
+        editorSync.uriByHandle = [:]
+        for (uri, mirror) in mirrors {
+            do throws(DocumentError) {
+                _ = try await store.close(mirror.handle, save: .never)
+            } catch {
+                logger.warning("shutdown: \(uri): \(error)")
+            }
+            mirrorEvents.handles.withLock { _ = $0.remove(mirror.handle) }
+        }
     }
 
     /// A notification that changes nothing: logged with the reason.
@@ -457,7 +485,7 @@ extension Server {
         let message: String? =
             if document.state.contains(.inConflict) {
                 "The file changed on disk while this buffer has unsaved edits: keep yours, take the file's or merge."
-            } else if document.deletedOnDisk {
+            } else if document.deletedOnDisk && !document.unwritten {
                 "The file was deleted on disk (or moved where it could not be followed): the buffer is kept, and saving writes the file again."
             } else if !document.syncCopies.isEmpty {
                 "A sync tool left \(document.syncCopies.count == 1 ? "a conflict copy" : "\(document.syncCopies.count) conflict copies") of this file: "

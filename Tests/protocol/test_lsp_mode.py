@@ -788,3 +788,199 @@ def test_a_version_is_shown_on_a_read_only_copy(place: Path) -> None:
         assert bad["error"]["code"] == -32020, bad
     finally:
         editor.client.kill()
+
+
+def test_a_new_files_buffer_is_journaled_and_recovered_after_a_crash(place: Path) -> None:
+    """`nvim new.txt`: a buffer of a file not written yet is mirrored like any (issue 21: a crash
+    loses nothing). Its typing is journaled, a killed server's journal is offered at the next open of
+    the (still unwritten) file, and the editor's first write makes it clean, a kept version, no
+    conflict."""
+    path = place / "docs" / "new.txt"
+    editor = Editor(place)
+    editor.open(path, "")
+    editor.type_at_end(path, "first line of a new file\n")
+    editor.sync()
+    # No diagnostic: a new buffer is not a deleted file.
+    assert not [m for m in editor.seen if m.get("method") == "textDocument/publishDiagnostics"], editor.seen
+    wait_until(lambda: journal_holds(place, "first line of a new file"), 20, "the journal to hold the new buffer's text")
+    assert not path.exists(), "the server wrote the file the editor did not"
+    os.kill(editor.client.process.pid, signal.SIGKILL)
+    editor.client.kill()
+
+    again = Editor(place)
+    try:
+        again.open(path, "")
+        question = again.next_request("window/showMessageRequest")
+        message = question["params"]["message"]
+        assert message.startswith("new.txt: recover unsaved edits from ") and message.endswith("(1 edit)?"), message
+        again.answer(question, {"title": "Recover"})
+        request = again.next_request("workspace/applyEdit")
+        assert request["params"]["label"] == "Recovered unsaved edits"
+        again.apply(request)
+        assert again.text(path) == "first line of a new file\n"
+        again.sync()
+        wait_until(lambda: again.client.call("workspace/recoverable")["journals"] == [], 20, "the dead journal to go")
+        wait_until(lambda: journal_holds(place, "first line of a new file"), 20, "the buffer's own journal")
+        assert not path.exists()
+        # The editor writes the file (a creation) and says so: clean (its journal goes), kept as a
+        # saved version, and neither a conflict nor a reload is proposed.
+        path.write_text(again.text(path))
+        again.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        again.sync()
+        wait_until(lambda: not journal_holds(place, "first line of a new file"), 20, "the journal to go after the write")
+        versions = wait_until(lambda: again.command("docsession.versions", uri(path))["result"]["versions"], 20, "a kept version")
+        assert versions[0]["kind"] == "saved", versions
+        again.sync()
+        proposed = [m for m in again.seen if m.get("method") in ("workspace/applyEdit", "window/showMessageRequest")]
+        assert proposed == [], proposed
+        assert again.client.call("workspace/recoverable")["journals"] == []
+    finally:
+        again.client.kill()
+
+
+def test_a_new_files_buffer_is_written_by_the_save_command(place: Path) -> None:
+    path = place / "docs" / "made.txt"
+    editor = Editor(place)
+    try:
+        editor.open(path, "")
+        editor.type_at_end(path, "made by docsession.save\n")
+        response = editor.command("docsession.save", uri(path))
+        assert "result" in response, response
+        assert path.read_text() == "made by docsession.save\n"
+        wait_until(lambda: not journal_holds(place, "made by docsession.save"), 20, "the journal to go after the save")
+        # The file is the buffer's now: another program's rewrite of it is a reload.
+        editor.sync()
+        rewrite(path, "made by docsession.save, then changed\n")
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "made by docsession.save, then changed\n"
+    finally:
+        editor.client.kill()
+
+
+def test_a_new_files_empty_buffer_takes_a_file_another_program_makes(place: Path) -> None:
+    """An untouched new buffer has nothing unsaved: a file another program makes at its name is a
+    reload, not a conflict."""
+    path = place / "docs" / "late.txt"
+    editor = Editor(place)
+    try:
+        editor.open(path, "")
+        editor.sync()
+        path.write_text("made elsewhere\n")
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == "made elsewhere\n"
+        editor.sync()
+        assert not [m for m in editor.seen if m.get("method") == "window/showMessageRequest"], editor.seen
+    finally:
+        editor.client.kill()
+
+
+def test_a_new_buffer_in_a_directory_that_does_not_exist_is_not_mirrored(place: Path) -> None:
+    path = place / "docs" / "missing" / "new.txt"
+    editor = Editor(place)
+    try:
+        editor.open(path, "text\n")
+        editor.sync()
+        stderr = wait_until(lambda: editor.client.stderr if "not mirrored" in editor.client.stderr else None, 20, "the log line")
+        assert str(place / "docs" / "missing") in stderr, stderr
+        response = editor.command("docsession.save", uri(path))
+        assert response["error"]["code"] == -32602 and "no didOpen" in response["error"]["message"], response
+        assert not path.parent.exists()
+    finally:
+        editor.client.kill()
+
+
+def test_shutdown_ends_the_mirrors_and_their_journals_the_end_of_input_keeps_them(place: Path) -> None:
+    """An editor's client says shutdown when the editor quits (its user saved or discarded each
+    buffer) or stops the server while keeping its buffers: nothing of a mirrored buffer is offered
+    later. A crash says nothing: the end of input keeps the journal, offered at the next open."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("saved\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.type_at_end(path, "discarded by :qa!\n")
+        editor.sync()
+        wait_until(lambda: journal_holds(place, "discarded by :qa!"), 20, "the journal")
+        assert editor.client.shutdown_and_exit() == 0
+    finally:
+        editor.client.kill()
+    assert not journal_holds(place, "discarded by :qa!")
+    crashed = Editor(place)
+    try:
+        crashed.open(path)
+        crashed.sync()
+        assert crashed.client.call("workspace/recoverable")["journals"] == []
+        crashed.type_at_end(path, "kept through a crash\n")
+        crashed.sync()
+        wait_until(lambda: journal_holds(place, "kept through a crash"), 20, "the journal")
+        crashed.client.close_input()
+        assert crashed.client.process.wait(timeout=30) == 1
+    finally:
+        crashed.client.kill()
+    later = Editor(place)
+    try:
+        later.open(path)
+        question = later.next_request("window/showMessageRequest")
+        assert question["params"]["message"].startswith("notes.txt: recover unsaved edits"), question
+    finally:
+        later.client.kill()
+
+
+def test_vims_empty_buffer_of_a_new_file_is_nothing_unsaved(place: Path) -> None:
+    """Neovim's client sends "\\n" for the one empty line of a new buffer (and of an empty file),
+    whose write makes an empty file: nothing unsaved, so nothing journaled or offered after a crash,
+    and the empty file the editor writes is the buffer's."""
+    path = place / "docs" / "empty.txt"
+    editor = Editor(place)
+    editor.open(path, "\n")
+    editor.sync()
+    editor.type_at_end(path, "x")
+    editor.sync()
+    journals = lambda: list((place / "state" / "journal").glob("*.journal"))
+    wait_until(journals, 20, "the journal of the typed character")
+    editor.change(path, [{"text": "\n"}], "\n")
+    editor.sync()
+    wait_until(lambda: not journals(), 20, "the journal to go once the buffer is empty again")
+    os.kill(editor.client.process.pid, signal.SIGKILL)
+    editor.client.kill()
+    again = Editor(place)
+    try:
+        again.open(path, "\n")
+        again.sync()
+        assert again.client.call("workspace/recoverable")["journals"] == []
+        opened = again.client.call("document/open", {"uri": uri(path)})
+        assert opened["text"] == "\n" and opened["hasUnsavedChanges"] is False, opened
+        assert not [m for m in again.seen if m.get("method") == "window/showMessageRequest"], again.seen
+        # The editor writes the empty buffer: an empty file, clean.
+        path.write_bytes(b"")
+        again.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        again.sync()
+        # The session (seen through document/open, which answers the open session) is clean.
+        session = again.client.call("document/open", {"uri": uri(path)})
+        assert session["text"] == "\n" and session["hasUnsavedChanges"] is False, session
+        assert not [m for m in again.seen if m.get("method") in ("window/showMessageRequest", "workspace/applyEdit")], again.seen
+    finally:
+        again.client.kill()
+
+
+def test_typing_into_vims_empty_buffer_of_a_new_file_is_recovered_whole(place: Path) -> None:
+    """The first change of Vim's empty buffer ("\\n", taken as the new file's empty text) is
+    journaled against the text the buffer had, not the file's: the recovery brings back the
+    buffer's text exactly."""
+    path = place / "docs" / "new.txt"
+    editor = Editor(place)
+    editor.open(path, "\n")
+    editor.change(path, [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "typed ✓"}],
+                  "typed ✓\n")
+    editor.sync()
+    wait_until(lambda: journal_holds(place, "typed ✓"), 20, "the journal")
+    os.kill(editor.client.process.pid, signal.SIGKILL)
+    editor.client.kill()
+    again = Editor(place)
+    try:
+        again.open(path, "\n")
+        again.answer(again.next_request("window/showMessageRequest"), {"title": "Recover"})
+        again.apply(again.next_request("workspace/applyEdit"))
+        assert again.text(path) == "typed ✓\n"
+    finally:
+        again.client.kill()

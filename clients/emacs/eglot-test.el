@@ -247,6 +247,48 @@ changed (a conflict being merged), answered no: the edits stay, and the server's
                (should (equal (docsession-eglot-test--file path) "saved line\nunsaved ✓\n"))))))
       (docsession-eglot-test--close buffer)))))
 
+(ert-deftest docsession-eglot-new-file-kill-9-and-recovery ()
+  "A buffer of a file not written yet: typed, the server killed, the edits offered back at the
+next visit of the (still unwritten) file, then saved."
+  (let* ((dir (make-temp-file "docsession-eglot-" t))
+         (path (expand-file-name "new.txt" dir))
+         (_ (make-directory (expand-file-name "state" dir)))
+         (buffer (docsession-eglot-test--open dir path))
+         (docsession-eglot-test--asked nil)
+         (docsession-eglot-test--yes-no nil))
+    (docsession-eglot-test--answering
+    (unwind-protect
+        (progn
+          (with-current-buffer buffer
+            (insert "new ✓\n")
+            (docsession-eglot-test--barrier buffer)
+            (should (docsession-eglot-test--wait
+                     (lambda () (docsession-eglot-test--journal-holds dir "new ✓"))))
+            (let* ((server (eglot-current-server))
+                   (process (jsonrpc--process server)))
+              (signal-process process 'SIGKILL)
+              (should (docsession-eglot-test--wait (lambda () (not (process-live-p process)))))
+              (should (docsession-eglot-test--wait (lambda () (not (eglot-managed-p))))))
+            (set-buffer-modified-p nil))
+          (kill-buffer buffer)
+          (should-not (file-exists-p path))
+          (let ((docsession-eglot-test--answers (list "Recover")))
+            (docsession-eglot-test--answering
+             (setq buffer (docsession-eglot-test--open dir path))
+             (should (docsession-eglot-test--wait (lambda () docsession-eglot-test--asked)))
+             (should (string-match-p "new.txt: recover unsaved edits" (car (car docsession-eglot-test--asked))))
+             (with-current-buffer buffer
+               (should (docsession-eglot-test--wait (lambda () (equal (buffer-string) "new ✓\n"))))
+               (docsession-eglot-test--barrier buffer)
+               (save-buffer)
+               (should (equal (docsession-eglot-test--file path) "new ✓\n"))
+               (docsession-eglot-test--barrier buffer)
+               ;; Saved by the editor: clean, so its journal goes.
+               (should (docsession-eglot-test--wait
+                        (lambda () (not (docsession-eglot-test--journal-holds dir "new ✓"))))))
+             (should (= (length docsession-eglot-test--asked) 1)))))
+      (docsession-eglot-test--close buffer)))))
+
 ;; (`docsession.versions' and `docsession.restoreVersion' through eglot's own request function, as a
 ;; key binding or M-x command of the user's configuration would send them.)
 (ert-deftest docsession-eglot-version-restored ()

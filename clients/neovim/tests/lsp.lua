@@ -198,6 +198,59 @@ case('kill -9 of the server during unsaved edits; the next open recovers them', 
   again.stop()
 end)
 
+case('a new file: typed, the server killed, recovered at the next open, then written', function()
+  local dir = vim.fn.tempname() .. '-docsession-lsp'
+  vim.fn.mkdir(dir .. '/state', 'p')
+  local path = dir .. '/new.txt'
+  local client = start(dir)
+  local buf = open(client, path)
+  api.nvim_buf_set_lines(buf, 0, -1, false, { 'new ✓' })
+  check(barrier(client, buf, path), 'the server took the change')
+  check(wait(function() return journal_holds(dir, 'new ✓') end), 'the journal holds the new buffer\'s text')
+  vim.loop.kill(client.rpc.pid, 9)
+  check(wait(function() return vim.lsp.get_client_by_id(client.id) == nil end), 'Neovim saw the server die')
+  local flushed = false
+  vim.schedule(function() flushed = true end)
+  wait(function() return flushed end)
+  vim.bo[buf].modified = false
+  vim.cmd('silent bwipeout! ' .. buf)
+  check(read_file(path) == nil, 'no file was written')
+
+  answers = { 'Recover' }
+  asked = {}
+  local again = start(dir)
+  local buf2 = open(again, path)
+  check(wait(function() return #asked == 1 end), 'the user was asked')
+  check(asked[1] and asked[1].message:find('new.txt: recover unsaved edits', 1, true) ~= nil, 'to recover the new file',
+    vim.inspect(asked[1]))
+  check(wait(function() return text_of(buf2) == 'new ✓\n' end), 'the buffer holds the recovered text',
+    vim.inspect(text_of(buf2)))
+  check(barrier(again, buf2, path), 'the server took the recovery')
+  vim.cmd('silent write')
+  check(read_file(path) == 'new ✓\n', 'written', vim.inspect(read_file(path)))
+  check(barrier(again, buf2, path), 'the server took the write')
+  check(wait(function() return not journal_holds(dir, 'new ✓') end), 'the journal went with the write',
+    vim.inspect(vim.fn.glob(dir .. '/state/journal/*', false, true)))
+  check(#asked == 1, 'nothing else was asked', vim.inspect(asked))
+  vim.cmd('silent bwipeout! ' .. buf2)
+  again.stop()
+end)
+
+case('the client stopped (as at :qa!) drops the journal of the discarded edits', function()
+  local dir, path = fresh('kept\n')
+  local client = start(dir)
+  local buf = open(client, path)
+  api.nvim_buf_set_lines(buf, -1, -1, false, { 'discarded' })
+  check(barrier(client, buf, path), 'the server took the change')
+  check(wait(function() return journal_holds(dir, 'discarded') end), 'the journal holds the edit')
+  -- What Neovim does for every client when it quits (VimLeavePre): shutdown, then exit.
+  client.stop()
+  check(wait(function() return vim.lsp.get_client_by_id(client.id) == nil end), 'the server stopped')
+  check(not journal_holds(dir, 'discarded'), 'the journal went with the shutdown')
+  vim.bo[buf].modified = false
+  vim.cmd('silent bwipeout! ' .. buf)
+end)
+
 case('a version restored by the command', function()
   local dir, path = fresh('version one\n')
   local client = start(dir)
