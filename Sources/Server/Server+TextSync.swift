@@ -151,7 +151,11 @@ extension Server {
         mirrorEvents.handles.withLock { _ = $0.insert(handle) }
         editorSync.mirrors[uri] = Mirror(handle: handle, editorVersion: params.version)
         editorSync.uriByHandle[handle] = uri
-        if document.buffer.text != params.text {
+        // Compared off the dispatcher (a whole text), and only when the lengths are equal.
+        let buffer = document.buffer, text = params.text
+        var differs = buffer.utf8Count != text.utf8.count
+        if !differs { differs = await runOnOwnThread { buffer.text != text } }
+        if differs {
             do throws(DocumentError) {
                 _ = try await store.edit(
                     handle, version: document.version, edits: [TextEdit(range: nil, text: params.text)], encoding: positionEncoding,
