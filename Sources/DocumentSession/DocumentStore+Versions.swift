@@ -11,19 +11,22 @@ extension DocumentStore {
     func keepVersion(of path: String, kind: VersionStore.Kind, text: TextBuffer, resolved: Bool = false, origin: String? = nil) {
         // Too large to keep: not even started (the store would stop at its limit anyway).
         guard let versions, text.utf8Count <= min(versions.maxVersionSize, versions.byteLimit) else { return }
+        // Reported only to documents open when it was asked for (see reportVersions).
+        let mark = openMark
         versionWrites?.keep(text, of: path, kind: kind, resolved: resolved, origin: origin) { [weak self] addition in
             guard let addition, let self else { return }
             // Started on the store's own (serial) executor: the reports come in the order of the writes.
-            Task(executorPreference: self.executor) { await self.versionWritten(addition) }
+            Task(executorPreference: self.executor) { await self.versionWritten(addition, queuedAt: mark) }
         }
     }
 
     /// The versions kept for `oldPath` follow the document to `newPath` (a move, a save as), after
     /// the writes queued before; those the per-document cap drops there are reported.
     func moveVersions(from oldPath: String, to newPath: String) {
+        let mark = openMark
         versionWrites?.run { [weak self] versions in
             guard let removed = try? versions.moveDocument(from: oldPath, to: newPath), !removed.isEmpty, let self else { return }
-            Task(executorPreference: self.executor) { await self.reportVersions(of: newPath, removed: removed.map(\.id)) }
+            Task(executorPreference: self.executor) { await self.reportVersions(of: newPath, removed: removed.map(\.id), queuedAt: mark) }
         }
     }
 
@@ -37,31 +40,39 @@ extension DocumentStore {
     /// queued to be written (this runs after the writes queued before it). Its clients hear which.
     public func markConflictVersionsResolved(_ handle: String) {
         guard let path = documents[handle]?.path, let versionWrites else { return }
+        let mark = openMark
         versionWrites.run { [weak self] versions in
             let ids = versions.versions(of: path).filter { $0.kind == .conflict && !$0.resolved }.map(\.id).filter {
                 versions.markResolved($0)
             }
             guard !ids.isEmpty, let self else { return }
-            Task(executorPreference: self.executor) { await self.reportVersions(of: path, resolved: ids) }
+            Task(executorPreference: self.executor) { await self.reportVersions(of: path, resolved: ids, queuedAt: mark) }
         }
     }
 
     /// A write of the version queue is done: the documents open here whose versions it changed
     /// hear it (the store is shared by processes: this reports what this process did).
-    private func versionWritten(_ addition: VersionStore.Addition) {
+    private func versionWritten(_ addition: VersionStore.Addition, queuedAt mark: Int) {
         var removedByPath: [String: [String]] = [:]
         for version in addition.removed { removedByPath[version.documentPath, default: []].append(version.id) }
         let path = addition.version.documentPath
         reportVersions(
             of: path, added: addition.added ? [addition.version] : [], removed: removedByPath.removeValue(forKey: path) ?? [],
-            resolved: addition.markedResolved ? [addition.version.id] : [])
-        for (other, ids) in removedByPath { reportVersions(of: other, removed: ids) }
+            resolved: addition.markedResolved ? [addition.version.id] : [], queuedAt: mark)
+        for (other, ids) in removedByPath { reportVersions(of: other, removed: ids, queuedAt: mark) }
     }
 
     /// Tells the clients of the document open at `path` (none: nothing) that its versions changed.
-    func reportVersions(of path: String, added: [VersionStore.Version] = [], removed: [String] = [], resolved: [String] = []) {
+    ///
+    /// `queuedAt`: the ``openMark`` when the write was queued. A document opened after it (the file
+    /// closed and opened again while a save's version waited to be written at nice 10) is not told:
+    /// its client lists the versions as they are when it asks, and the notification could otherwise
+    /// come before the answer to the open that named its handle.
+    func reportVersions(
+        of path: String, added: [VersionStore.Version] = [], removed: [String] = [], resolved: [String] = [], queuedAt mark: Int? = nil
+    ) {
         guard !(added.isEmpty && removed.isEmpty && resolved.isEmpty), let handle = handleByPath[path],
-              let document = documents[handle] else { return }
+              mark.map({ !opened(handle, after: $0) }) ?? true, let document = documents[handle] else { return }
         events(DocumentEvent(
             handle: handle, path: document.path, version: document.version, state: document.state,
             previousState: document.state, hasUnsavedChanges: document.hasUnsavedChanges, reason: .versionsChanged,

@@ -469,6 +469,17 @@ public actor DocumentStore {
         return document
     }
 
+    /// A mark of this moment among the store's opens: a document opened after it has a handle made
+    /// after it (``opened(_:after:)``).
+    var openMark: Int { nextHandle }
+
+    /// Whether the document `handle` was opened after `mark` (``openMark``): handles count the
+    /// store's opens (`d1`, `d2`, ...), so the number tells.
+    func opened(_ handle: String, after mark: Int) -> Bool {
+        guard let number = Int(handle.dropFirst()) else { return false }
+        return number >= mark
+    }
+
     private func makeHandle() -> String {
         defer { nextHandle += 1 }
         return "d\(nextHandle)"

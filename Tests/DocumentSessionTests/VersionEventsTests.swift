@@ -46,6 +46,30 @@ struct VersionEventsTests {
         #expect(try await store.versions(handle).count == 1)
     }
 
+    @Test("a version kept by a session that closed before it was written is listed, not reported, to the file's next session")
+    func notReportedToALaterSession() async throws {
+        let (store, first, path, log, directories) = try await open("one\n")
+        defer { withExtendedLifetime(directories) {} }
+        // The queue held until the file is open again: the save's version is written after that.
+        let gate = DispatchSemaphore(value: 0)
+        await store.versionWrites?.run { _ in gate.wait() }
+        await store.keepVersion(of: path, kind: .saved, text: TextBuffer("one, saved at the close\n"))
+        _ = try await store.close(first, save: .never)
+        let second = try await store.open(path: path, encoding: nil).handle
+        #expect(second != first)
+        gate.signal()
+        // Written (before the next keep: a newer version of the file would replace it in the queue).
+        #expect(await store.finishVersionWrites() == 0)
+        // A version of the second session's own, written after: reported to it (the reports come
+        // in the order of the writes, so the first one's would have come before).
+        await store.keepVersion(of: path, kind: .conflict, text: TextBuffer("two\n"))
+        _ = try await log.wait { $0.handle == second && Self.changes($0)?.added.first?.kind == .conflict }
+        let reported = log.all.filter { $0.handle == second }.compactMap(Self.changes)
+        #expect(reported.map { $0.added.map(\.kind) } == [[.conflict]])
+        // Both are listed to it.
+        #expect(try await store.versions(second).count == 2)
+    }
+
     @Test("markConflictVersionsResolved resolves a conflict version still queued, after its write, and reports it")
     func resolvesQueuedConflict() async throws {
         let (store, handle, path, log, directories) = try await open("mine\n")
