@@ -360,6 +360,10 @@ if saveRounds > 0, let neovim, let ours {
         let created = ours.call("document/create", ["uri": .string("file://" + ourFile), "text": .string(String(decoding: text, as: UTF8.self))])
         let handle = created["document"]!.stringValue!
         _ = ours.call("document/save", ["document": .string(handle)])
+        var version = created["version"]!.integerValue!
+        guard text[0] < 0x80 else { fatalError("the text should start with an ASCII character") }
+        let firstCharacter = String(UnicodeScalar(text[0]))
+        let mark = firstCharacter == "#" ? "%" : "#"
 
         var nvimTimes: [Double] = [], ourTimes: [Double] = []
         for round in 0..<saveRounds {
@@ -369,10 +373,21 @@ if saveRounds > 0, let neovim, let ours {
                 nvimTimes.append(Double(nanoseconds() - start) / 1e6)
             }
             func ourSave() {
+                // The first character changed first (to a mark, and back the next round; untimed):
+                // a save of the text the file holds already writes nothing (`method: "unchanged"`,
+                // protocol §8.14), while Neovim's `write!` writes whatever the buffer holds.
+                let edited = ours.call("document/edit", [
+                    "document": .string(handle), "version": .integer(version),
+                    "edits": [["range": ["start": ["line": 0, "character": 0], "end": ["line": 0, "character": 1]],
+                               "text": .string(round % 2 == 0 ? mark : firstCharacter)]],
+                ])
+                guard let next = edited["version"]?.integerValue else { fatalError("our edit failed: \(edited.jsonText)") }
+                version = next
                 let start = nanoseconds()
                 let saved = ours.call("document/save", ["document": .string(handle)])
                 ourTimes.append(Double(nanoseconds() - start) / 1e6)
                 guard saved["durable"]?.boolValue == true else { fatalError("our save was not durable: \(saved.jsonText)") }
+                guard saved["method"]?.stringValue != "unchanged" else { fatalError("our save wrote nothing: \(saved.jsonText)") }
             }
             if round % 2 == 0 { nvimSave(); ourSave() } else { ourSave(); nvimSave() }
         }
