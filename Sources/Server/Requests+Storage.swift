@@ -60,9 +60,12 @@ struct MoveAllToStorageRequest: RequestType {
     static let method = "workspace/moveAllToStorage"
     typealias Result = MoveAllToStorageResult
     var storage: StorageName
+    /// LSP's work-done progress token: `$/progress` counts the documents moved.
+    var workDoneToken: JSONValue?
 
     init(params: Params) throws(ResponseError) {
         storage = try StorageName(params)
+        workDoneToken = try params.progressToken("workDoneToken")
     }
 }
 

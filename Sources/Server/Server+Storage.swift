@@ -175,6 +175,12 @@ extension Server {
 
         var moved: [(item: StorageLocations.Item, result: MoveAllToStorageResult.Moved)] = []
         var made: [String] = []
+        // Not cancellable: a move of everything is all or nothing, and the way back is a move too.
+        let progress = ProgressReporter(
+            token: params.workDoneToken, title: "Moving to the \(params.storage.rawValue) storage", writer: writer,
+            unit: "documents", cancellable: false)
+        defer { progress.end() }
+        if !items.isEmpty { progress.report(done: 0, total: items.count) }
         do throws(ResponseError) {
             for item in items {
                 let from = join(sourceRoot, item.relativePath), to = join(targetRoot, item.relativePath)
@@ -188,6 +194,7 @@ extension Server {
                     handle = try await moveFile(from, to: to, context)
                 }
                 moved.append((item, MoveAllToStorageResult.Moved(from: from, to: to, handle: handle)))
+                progress.report(done: moved.count, total: items.count)
             }
         } catch {
             // Back where they were, last first; then the directories made go again.

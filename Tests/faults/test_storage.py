@@ -351,3 +351,29 @@ def test_with_sandbox_roots_the_moves_act_inside_them(sandbox):
     # A storage outside the roots is refused at initialize.
     error = initialize_error({"roots": [uri(local)], "storage": {"local": uri(local), "synced": uri(synced)}})
     assert error["data"]["field"] == "params.initializationOptions.storage.synced", error
+
+
+def test_a_move_of_every_document_reports_progress_under_the_token_before_its_answer(sandbox):
+    local, synced = storage_dirs(sandbox)
+    for n in range(12):
+        put(local / f"note {n:02}.txt", f"note {n}\n")
+    server = start(sandbox, local, synced)
+    reply = server.request("workspace/moveAllToStorage", {"storage": "synced", "workDoneToken": "move-all"})
+    assert len(reply.result["moved"]) == 12, reply.result
+    progress = [n["params"] for n in reply.notifications if n["method"] == "$/progress"]
+    assert progress and all(p["token"] == "move-all" for p in progress), reply.notifications
+    values = [p["value"] for p in progress]
+    assert values[0] == {"kind": "begin", "title": "Moving to the synced storage", "cancellable": False, "percentage": 0}, values
+    assert values[-1] == {"kind": "end"}, values
+    reports = values[1:-1]
+    assert reports and [v["kind"] for v in reports] == ["report"] * len(reports), values
+    percentages = [v["percentage"] for v in reports]
+    assert percentages == sorted(set(percentages)) and percentages[-1] == 100, percentages
+    assert reports[-1]["message"] == "12 of 12 documents", reports
+    # Nothing to move: no progress at all. A token of the wrong type: -32602 naming it, nothing moved.
+    empty = server.request("workspace/moveAllToStorage", {"storage": "synced", "workDoneToken": 7})
+    assert empty.result == {"moved": []} and not [n for n in empty.notifications if n["method"] == "$/progress"], empty.notifications
+    bad = server.request("workspace/moveAllToStorage", {"storage": "local", "workDoneToken": {"not": "a token"}})
+    assert bad.error["code"] == -32602 and bad.error["data"] == {"field": "params.workDoneToken"}, bad.error
+    assert len(tree(synced)) == 12 and tree(local) == []
+    server.shutdown()
