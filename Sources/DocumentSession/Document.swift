@@ -61,7 +61,14 @@ public struct Document: Sendable {
 
     /// The file name of a path.
     public static func displayName(forPath path: String) -> String {
-        String(path.split(separator: "/").last ?? Substring(path))
+        // The last component, trailing slashes ignored ("/a/b/" is "b"; "/" is "/"), found from
+        // the end: a query names 10,000 files this way.
+        let utf8 = path.utf8
+        var end = utf8.endIndex
+        while end > utf8.startIndex, utf8[utf8.index(before: end)] == UInt8(ascii: "/") { end = utf8.index(before: end) }
+        guard end > utf8.startIndex else { return path }
+        let start = utf8[..<end].lastIndex(of: UInt8(ascii: "/")).map { utf8.index(after: $0) } ?? utf8.startIndex
+        return String(path[start..<end])
     }
 
     /// The kind of document, from the file name's extension (LSP's language identifiers).
@@ -80,7 +87,7 @@ public enum FileType {
 
     /// The identifier for a path: `markdown` for `notes.md`, `plaintext` when unknown.
     public static func identifier(forPath path: String) -> String {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
+        let name = Document.displayName(forPath: path)
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "plaintext" }
         return byExtension[name[name.index(after: dot)...].lowercased()] ?? "plaintext"
     }

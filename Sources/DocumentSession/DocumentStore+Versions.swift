@@ -148,8 +148,8 @@ extension DocumentStore {
         guard let versions else { return [:] }
         return await runOnOwnThread {
             var counts: [String: Int] = [:]
-            for path in paths {
-                let count = versions.versions(of: path).filter { $0.kind != .saved && !$0.resolved }.count
+            for (path, kept) in versions.versions(ofPaths: paths) {
+                let count = kept.filter { $0.kind != .saved && !$0.resolved }.count
                 if count > 0 { counts[path] = count }
             }
             return counts

@@ -369,6 +369,27 @@ public final class VersionStore: Sendable {
         return entries.map { $0.version(documentPath) }
     }
 
+    /// The versions of each of `paths` that has any (newest first): for many documents at once
+    /// (`workspace/query`'s conflict counts). The store's slots are listed once, and only a path
+    /// whose hash names a slot there is looked at further; asking ``versions(of:)`` of each path
+    /// tried each of its slot names with an open (a query of 10,000 files: a sixth of its time).
+    public func versions(ofPaths paths: [String]) -> [String: [Version]] {
+        guard let topDescriptor = try? openTop() else { return [:] }
+        let top = topDescriptor.rawValue
+        // The slots' hashes: a slot `H-n` (a colliding path's) counts under `H`.
+        let hashes = Set(allSlots(top).map { $0.utf8.count > 16 ? String($0.utf8.prefix(16))! : $0 })
+        guard !hashes.isEmpty else { return [:] }
+        var found: [String: [Version]] = [:]
+        for path in paths where hashes.contains(Self.hexName(pathHash(path))) {
+            let bytes = Array(path.utf8)
+            guard let slot = slotNames(for: path).first(where: { readPathBytes(top, $0) == bytes }) else { continue }
+            let entries = listSlot(top, slot).sorted(by: Entry.newerFirst)
+            for entry in entries { remember(entry.name, in: slot) }
+            if !entries.isEmpty { found[path] = entries.map { $0.version(path) } }
+        }
+        return found
+    }
+
     /// The version with this id, or nil when there is none (evicted, removed, never stored).
     public func version(_ id: String) -> Version? {
         guard Entry.parse(id) != nil, let topDescriptor = try? openTop() else { return nil }
@@ -466,9 +487,14 @@ public final class VersionStore: Sendable {
 
     /// The names of the slots tried for `path`: its hash in hex, then the same with `-1`, `-2`, ...
     private func slotNames(for path: String) -> [String] {
-        let hex = String(pathHash(path), radix: 16)
-        let base = String(repeating: "0", count: 16 - hex.count) + hex
+        let base = Self.hexName(pathHash(path))
         return (0..<Self.slotsPerHash).map { $0 == 0 ? base : base + "-\($0)" }
+    }
+
+    /// A hash as a slot's name: 16 lowercase hex digits.
+    private static func hexName(_ hash: UInt64) -> String {
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// The slot of the document at `path`, made if it has none (under the lock). A new slot is a

@@ -339,6 +339,22 @@ struct VersionStoreTests {
         #expect(store.versions(of: "/a") == [])
     }
 
+    @Test("versions(ofPaths:) answers what versions(of:) answers for each path, colliding slots and a hole among them")
+    func versionsOfManyPaths() throws {
+        let store = try makeStore(pathHash: { $0.hasPrefix("/x") ? 0xABC : ContentHasher.hash($0.utf8) })
+        let a = try add(store, "/x/a", .saved, "a")
+        let b = try add(store, "/x/b", .conflict, "b")
+        let c = try add(store, "/x/c", .saved, "c")
+        let d = try add(store, "/d", .saved, "d")
+        // A hole: the first colliding slot goes; the later ones are still found.
+        #expect(store.remove(a.id))
+        let paths = ["/x/a", "/x/b", "/x/c", "/d", "/none", "/x/none"]
+        let found = store.versions(ofPaths: paths)
+        #expect(found == ["/x/b": [b], "/x/c": [c], "/d": [d]])
+        for path in paths { #expect((found[path] ?? []) == store.versions(of: path)) }
+        #expect(try makeStore().versions(ofPaths: paths).isEmpty)
+    }
+
     @Test("Ids are unique across 1,000 rapid adds from several threads and two stores")
     func uniqueIDs() throws {
         let first = try makeStore(savedLimit: 5, conflictLimit: 5, durable: false)
