@@ -192,6 +192,7 @@ extension DocumentStore {
             if clean { document.history.markClean() } else { document.history.forgetCleanPoint() }
         }
         presenter.conflicts[handle] = nil
+        watchIfUnwatched(handle)
         // Not the buffer's text yet: an editor may send didSave before the changes it wrote (Neovim
         // holds changes back for a while), so the document is clean when they bring it there.
         presenter.pendingReloads[handle] = clean ? nil : DiskVersion(text: text, identity: file.identity, loaded: file, error: nil)

@@ -146,11 +146,20 @@ extension DocumentStore {
             watch(handle, path: path)
             scanSyncCopies(handle)
             moveVersions(from: oldPath, to: path)
+        } else {
+            watchIfUnwatched(handle)
         }
         presenter.conflicts[handle] = nil
         refreshLocator(handle)
         noteAttributes(handle)
         keepVersion(of: path, kind: .saved, text: text)
+    }
+
+    /// Watches the document's file if nothing does yet: a new buffer's, whose directory did not
+    /// exist when it was opened (``openUnwritten(path:)``), once its file is written.
+    func watchIfUnwatched(_ handle: String) {
+        guard watchFiles, presenter.tokens[handle] == nil, let path = documents[handle]?.path else { return }
+        watch(handle, path: path)
     }
 
     /// The document's file was just written, read or replaced by the document itself (a save, a

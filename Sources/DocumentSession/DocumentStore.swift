@@ -428,7 +428,10 @@ public actor DocumentStore {
     /// changes are journaled as any document's, and a dead server's journal of the path is offered
     /// as at any open (its base is the empty text). A file at the path by the time it looks is
     /// opened as ``open(path:encoding:pinned:progress:isCancelled:)`` opens it. A directory that
-    /// does not exist (or is not one) is refused: `.fileSystem`, naming the directory.
+    /// does not exist yet (the editor will make it when it writes: Neovim's `:write ++p`) is no
+    /// obstacle: the buffer is journaled all the same, and its file watched once written (a save,
+    /// or the editor's `didSave`). A path whose directory is something else than a directory is
+    /// refused: `.fileSystem`, ENOTDIR, naming it.
     public func openUnwritten(path: String) async throws(DocumentError) -> Document {
         if let handle = handleByPath[path], let document = documents[handle] { return document }
         let journalDirectory = journalDirectory
@@ -442,6 +445,8 @@ public actor DocumentStore {
                 guard try FileKind.of(directory, followingLinks: true) == .directory else {
                     return .failure(FileSystemError(errno: ENOTDIR, syscall: "stat", path: directory))
                 }
+            } catch where error.code == "ENOENT" {
+                // Not made yet: nothing to watch until the file is written.
             } catch {
                 return .failure(error)
             }
