@@ -428,7 +428,7 @@ public actor DocumentStore {
     /// changes are journaled as any document's, and a dead server's journal of the path is offered
     /// as at any open (its base is the empty text). A file at the path by the time it looks is
     /// opened as ``open(path:encoding:pinned:progress:isCancelled:)`` opens it. A directory that
-    /// does not exist yet (the editor will make it when it writes: Neovim's `:write ++p`) is no
+    /// does not exist yet (the user makes it before the editor writes: `mkdir -p`, Neovim 0.8's `:write ++p`) is no
     /// obstacle: the buffer is journaled all the same, and its file watched once written (a save,
     /// or the editor's `didSave`). A path whose directory is something else than a directory is
     /// refused: `.fileSystem`, ENOTDIR, naming it.

@@ -875,7 +875,7 @@ def test_a_new_files_empty_buffer_takes_a_file_another_program_makes(place: Path
 
 
 def test_a_new_buffer_in_a_directory_not_made_yet_is_journaled_and_watched_once_written(place: Path) -> None:
-    """`nvim notes/new.txt` before `notes/` exists (Neovim makes it at `:write ++p`): the buffer is
+    """`nvim notes/new.txt` before `notes/` exists (made before the editor writes: `mkdir -p`, Neovim 0.8's `:write ++p`): the buffer is
     journaled all the same; once the editor has made the directory and written the file, the file
     is watched like any."""
     path = place / "docs" / "missing" / "new.txt"
