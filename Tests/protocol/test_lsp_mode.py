@@ -172,6 +172,24 @@ class Editor:
             else:
                 self.seen.append(message)
 
+    def accept_recovery(self) -> str:
+        """Answers the recovery question with "Recover", applies the edit it brings, and waits
+        until the dead server's journal has gone; answers the question's message."""
+        question = self.next_request("window/showMessageRequest")
+        assert [a["title"] for a in question["params"]["actions"]] == ["Recover", "Discard", "Not now"], question
+        self.answer(question, {"title": "Recover"})
+        request = self.next_request("workspace/applyEdit")
+        assert request["params"]["label"] == "Recovered unsaved edits", request
+        self.apply(request)
+        self.sync()
+        wait_until(lambda: self.client.call("workspace/recoverable")["journals"] == [], 20, "the dead journal to go")
+        return question["params"]["message"]
+
+    def kill_server(self) -> None:
+        """kill -9 of the server (a crash: nothing flushed, nothing said)."""
+        os.kill(self.client.process.pid, signal.SIGKILL)
+        self.client.kill()
+
     def sync(self) -> None:
         """Waits until the server has handled everything sent so far (a request is answered in
         order, after the notifications before it)."""
@@ -378,33 +396,30 @@ def journal_holds(place: Path, text: str) -> bool:
     return directory.is_dir() and any(text.encode() in p.read_bytes() for p in directory.iterdir() if p.name.endswith(".journal"))
 
 
+def typed_and_journaled(place: Path, path: Path, typed: str, text: str | None = None) -> Editor:
+    """An editor with `path` open (holding `text`, else the file's), `typed` typed at its end, and
+    the server's journal holding it."""
+    editor = Editor(place)
+    editor.open(path, text)
+    editor.type_at_end(path, typed)
+    editor.sync()
+    wait_until(lambda: journal_holds(place, typed), 20, "the journal to hold the typed text")
+    return editor
+
+
 def test_a_killed_servers_edits_are_offered_at_the_next_open(place: Path) -> None:
     path = place / "docs" / "notes.txt"
     path.write_text("saved line\n")
-    editor = Editor(place)
-    editor.open(path)
-    editor.type_at_end(path, "unsaved line\n")
-    editor.sync()
-    wait_until(lambda: journal_holds(place, "unsaved line"), 20, "the journal to hold the typed line")
-    os.kill(editor.client.process.pid, signal.SIGKILL)
-    editor.client.kill()
+    typed_and_journaled(place, path, "unsaved line\n").kill_server()
 
     again = Editor(place)
     try:
         again.open(path)
-        question = again.next_request("window/showMessageRequest")
-        message = question["params"]["message"]
+        message = again.accept_recovery()
         assert message.startswith("notes.txt: recover unsaved edits from ") and message.endswith("(1 edit)?"), message
-        assert [a["title"] for a in question["params"]["actions"]] == ["Recover", "Discard", "Not now"]
-        again.answer(question, {"title": "Recover"})
-        request = again.next_request("workspace/applyEdit")
-        assert request["params"]["label"] == "Recovered unsaved edits"
-        again.apply(request)
         assert again.text(path) == "saved line\nunsaved line\n"
-        again.sync()
         # The dead server's journal is gone once the buffer holds its text; the buffer's own
         # journal has it now.
-        wait_until(lambda: again.client.call("workspace/recoverable")["journals"] == [], 20, "the dead journal to go")
         wait_until(lambda: journal_holds(place, "unsaved line"), 20, "the new journal")
         again.command("docsession.save", uri(path))
         assert path.read_text() == "saved line\nunsaved line\n"
@@ -415,12 +430,8 @@ def test_a_killed_servers_edits_are_offered_at_the_next_open(place: Path) -> Non
 def test_did_close_drops_the_journal_of_discarded_edits(place: Path) -> None:
     path = place / "docs" / "notes.txt"
     path.write_text("kept\n")
-    editor = Editor(place)
+    editor = typed_and_journaled(place, path, "discarded\n")
     try:
-        editor.open(path)
-        editor.type_at_end(path, "discarded\n")
-        editor.sync()
-        wait_until(lambda: journal_holds(place, "discarded"), 20, "the journal")
         editor.client.notify("textDocument/didClose", {"textDocument": {"uri": uri(path)}})
         editor.sync()
         wait_until(lambda: not journal_holds(place, "discarded"), 20, "the journal to go")
@@ -511,13 +522,7 @@ def test_revert_and_restore_version_go_through_apply_edit(place: Path) -> None:
 def test_a_recovery_can_be_discarded_or_put_off(place: Path) -> None:
     path = place / "docs" / "notes.txt"
     path.write_text("base\n")
-    editor = Editor(place)
-    editor.open(path)
-    editor.type_at_end(path, "lost?\n")
-    editor.sync()
-    wait_until(lambda: journal_holds(place, "lost?"), 20, "the journal")
-    os.kill(editor.client.process.pid, signal.SIGKILL)
-    editor.client.kill()
+    typed_and_journaled(place, path, "lost?\n").kill_server()
 
     later = Editor(place)
     try:
@@ -796,30 +801,18 @@ def test_a_new_files_buffer_is_journaled_and_recovered_after_a_crash(place: Path
     the (still unwritten) file, and the editor's first write makes it clean, a kept version, no
     conflict."""
     path = place / "docs" / "new.txt"
-    editor = Editor(place)
-    editor.open(path, "")
-    editor.type_at_end(path, "first line of a new file\n")
-    editor.sync()
+    editor = typed_and_journaled(place, path, "first line of a new file\n", text="")
     # No diagnostic: a new buffer is not a deleted file.
     assert not [m for m in editor.seen if m.get("method") == "textDocument/publishDiagnostics"], editor.seen
-    wait_until(lambda: journal_holds(place, "first line of a new file"), 20, "the journal to hold the new buffer's text")
     assert not path.exists(), "the server wrote the file the editor did not"
-    os.kill(editor.client.process.pid, signal.SIGKILL)
-    editor.client.kill()
+    editor.kill_server()
 
     again = Editor(place)
     try:
         again.open(path, "")
-        question = again.next_request("window/showMessageRequest")
-        message = question["params"]["message"]
+        message = again.accept_recovery()
         assert message.startswith("new.txt: recover unsaved edits from ") and message.endswith("(1 edit)?"), message
-        again.answer(question, {"title": "Recover"})
-        request = again.next_request("workspace/applyEdit")
-        assert request["params"]["label"] == "Recovered unsaved edits"
-        again.apply(request)
         assert again.text(path) == "first line of a new file\n"
-        again.sync()
-        wait_until(lambda: again.client.call("workspace/recoverable")["journals"] == [], 20, "the dead journal to go")
         wait_until(lambda: journal_holds(place, "first line of a new file"), 20, "the buffer's own journal")
         assert not path.exists()
         # The editor writes the file (a creation) and says so: clean (its journal goes), kept as a
@@ -911,12 +904,8 @@ def test_shutdown_ends_the_mirrors_and_their_journals_the_end_of_input_keeps_the
     later. A crash says nothing: the end of input keeps the journal, offered at the next open."""
     path = place / "docs" / "notes.txt"
     path.write_text("saved\n")
-    editor = Editor(place)
+    editor = typed_and_journaled(place, path, "discarded by :qa!\n")
     try:
-        editor.open(path)
-        editor.type_at_end(path, "discarded by :qa!\n")
-        editor.sync()
-        wait_until(lambda: journal_holds(place, "discarded by :qa!"), 20, "the journal")
         assert editor.client.shutdown_and_exit() == 0
     finally:
         editor.client.kill()
@@ -957,8 +946,7 @@ def test_vims_empty_buffer_of_a_new_file_is_nothing_unsaved(place: Path) -> None
     editor.change(path, [{"text": "\n"}], "\n")
     editor.sync()
     wait_until(lambda: not journals(), 20, "the journal to go once the buffer is empty again")
-    os.kill(editor.client.process.pid, signal.SIGKILL)
-    editor.client.kill()
+    editor.kill_server()
     again = Editor(place)
     try:
         again.open(path, "\n")
@@ -990,13 +978,11 @@ def test_typing_into_vims_empty_buffer_of_a_new_file_is_recovered_whole(place: P
                   "typed ✓\n")
     editor.sync()
     wait_until(lambda: journal_holds(place, "typed ✓"), 20, "the journal")
-    os.kill(editor.client.process.pid, signal.SIGKILL)
-    editor.client.kill()
+    editor.kill_server()
     again = Editor(place)
     try:
         again.open(path, "\n")
-        again.answer(again.next_request("window/showMessageRequest"), {"title": "Recover"})
-        again.apply(again.next_request("workspace/applyEdit"))
+        again.accept_recovery()
         assert again.text(path) == "typed ✓\n"
     finally:
         again.client.kill()

@@ -108,6 +108,15 @@ changed (a conflict being merged), answered no: the edits stay, and the server's
                (search-forward (encode-coding-string text 'utf-8) nil t)))
            (file-expand-wildcards (expand-file-name "state/journal/*.journal" dir))))
 
+(defun docsession-eglot-test--kill-server ()
+  "kill -9 of the current buffer's server, and wait until eglot has seen it die."
+  (let ((process (jsonrpc--process (eglot-current-server))))
+    (signal-process process 'SIGKILL)
+    (should (docsession-eglot-test--wait (lambda () (not (process-live-p process)))))
+    ;; And eglot has seen it (its sentinel ran: the buffer is no longer managed), or killing the
+    ;; buffer would send didClose to the dead process.
+    (should (docsession-eglot-test--wait (lambda () (not (eglot-managed-p)))))))
+
 (defun docsession-eglot-test--close (buffer)
   "Close BUFFER without saving and shut its server down."
   (when (buffer-live-p buffer)
@@ -223,13 +232,7 @@ changed (a conflict being merged), answered no: the edits stay, and the server's
             (docsession-eglot-test--barrier buffer)
             (should (docsession-eglot-test--wait
                      (lambda () (docsession-eglot-test--journal-holds dir "unsaved ✓"))))
-            (let* ((server (eglot-current-server))
-                   (process (jsonrpc--process server)))
-              (signal-process process 'SIGKILL)
-              (should (docsession-eglot-test--wait (lambda () (not (process-live-p process)))))
-              ;; And eglot has seen it (its sentinel ran: the buffer is no longer managed), or
-              ;; killing the buffer would send didClose to the dead process.
-              (should (docsession-eglot-test--wait (lambda () (not (eglot-managed-p))))))
+            (docsession-eglot-test--kill-server)
             (set-buffer-modified-p nil))
           (kill-buffer buffer)
           (should (equal (docsession-eglot-test--file path) "saved line\n"))
@@ -264,11 +267,7 @@ next visit of the (still unwritten) file, then saved."
             (docsession-eglot-test--barrier buffer)
             (should (docsession-eglot-test--wait
                      (lambda () (docsession-eglot-test--journal-holds dir "new ✓"))))
-            (let* ((server (eglot-current-server))
-                   (process (jsonrpc--process server)))
-              (signal-process process 'SIGKILL)
-              (should (docsession-eglot-test--wait (lambda () (not (process-live-p process)))))
-              (should (docsession-eglot-test--wait (lambda () (not (eglot-managed-p))))))
+            (docsession-eglot-test--kill-server)
             (set-buffer-modified-p nil))
           (kill-buffer buffer)
           (should-not (file-exists-p path))

@@ -87,6 +87,29 @@ local function journal_holds(dir, text)
   return false
 end
 
+-- A server started on `dir`, `path` opened, `line` typed (appended; the buffer's only line when
+-- `replace`), and the server's journal holding it: the client and the buffer.
+local function typed_and_journaled(dir, path, line, replace)
+  local client = start(dir)
+  local buf = open(client, path)
+  api.nvim_buf_set_lines(buf, replace and 0 or -1, -1, false, { line })
+  check(barrier(client, buf, path), 'the server took the change')
+  check(wait(function() return journal_holds(dir, line) end), 'the journal holds the edit')
+  return client, buf
+end
+
+-- kill -9 of the server; once Neovim has seen it die, the buffer goes without saving.
+local function kill_server(client, buf)
+  vim.loop.kill(client.rpc.pid, 9)
+  check(wait(function() return vim.lsp.get_client_by_id(client.id) == nil end), 'Neovim saw the server die')
+  -- Its handling of the death schedules work on the buffer (diagnostics reset): let it run first.
+  local flushed = false
+  vim.schedule(function() flushed = true end)
+  wait(function() return flushed end)
+  vim.bo[buf].modified = false
+  vim.cmd('silent bwipeout! ' .. buf)
+end
+
 local cases = {}
 local function case(name, f) table.insert(cases, { name = name, f = f }) end
 
@@ -165,19 +188,7 @@ end)
 
 case('kill -9 of the server during unsaved edits; the next open recovers them', function()
   local dir, path = fresh('saved line\n')
-  local client = start(dir)
-  local buf = open(client, path)
-  api.nvim_buf_set_lines(buf, -1, -1, false, { 'unsaved ✓' })
-  check(barrier(client, buf, path), 'the server took the change')
-  check(wait(function() return journal_holds(dir, 'unsaved ✓') end), 'the journal holds the edit')
-  vim.loop.kill(client.rpc.pid, 9)
-  check(wait(function() return vim.lsp.get_client_by_id(client.id) == nil end), 'Neovim saw the server die')
-  -- Its handling of the death schedules work on the buffer (diagnostics reset): let it run first.
-  local flushed = false
-  vim.schedule(function() flushed = true end)
-  wait(function() return flushed end)
-  vim.bo[buf].modified = false
-  vim.cmd('silent bwipeout! ' .. buf)
+  kill_server(typed_and_journaled(dir, path, 'unsaved ✓'))
   check(read_file(path) == 'saved line\n', 'the file was not touched')
 
   answers = { 'Recover' }
@@ -202,18 +213,7 @@ case('a new file: typed, the server killed, recovered at the next open, then wri
   local dir = vim.fn.tempname() .. '-docsession-lsp'
   vim.fn.mkdir(dir .. '/state', 'p')
   local path = dir .. '/new.txt'
-  local client = start(dir)
-  local buf = open(client, path)
-  api.nvim_buf_set_lines(buf, 0, -1, false, { 'new ✓' })
-  check(barrier(client, buf, path), 'the server took the change')
-  check(wait(function() return journal_holds(dir, 'new ✓') end), 'the journal holds the new buffer\'s text')
-  vim.loop.kill(client.rpc.pid, 9)
-  check(wait(function() return vim.lsp.get_client_by_id(client.id) == nil end), 'Neovim saw the server die')
-  local flushed = false
-  vim.schedule(function() flushed = true end)
-  wait(function() return flushed end)
-  vim.bo[buf].modified = false
-  vim.cmd('silent bwipeout! ' .. buf)
+  kill_server(typed_and_journaled(dir, path, 'new ✓', true))
   check(read_file(path) == nil, 'no file was written')
 
   answers = { 'Recover' }
@@ -238,11 +238,7 @@ end)
 
 case('the client stopped (as at :qa!) drops the journal of the discarded edits', function()
   local dir, path = fresh('kept\n')
-  local client = start(dir)
-  local buf = open(client, path)
-  api.nvim_buf_set_lines(buf, -1, -1, false, { 'discarded' })
-  check(barrier(client, buf, path), 'the server took the change')
-  check(wait(function() return journal_holds(dir, 'discarded') end), 'the journal holds the edit')
+  local client, buf = typed_and_journaled(dir, path, 'discarded')
   -- What Neovim does for every client when it quits (VimLeavePre): shutdown, then exit.
   client.stop()
   check(wait(function() return vim.lsp.get_client_by_id(client.id) == nil end), 'the server stopped')
