@@ -283,11 +283,14 @@ extension DocumentStore {
         let current = document.buffer
         let base = presenter.conflicts[handle]?.text ?? document.syncedText
         let readGuard = readGuard
+        // An editor's buffer shows an empty file as Vim's one empty line ("\n"): its own write
+        // of that buffer is its text, not a change (``editorText(_:shows:)``).
+        let editorOwned = mirrored.contains(handle)
         let loaded = await runOnOwnThread { () -> Result<DiskText, DocumentError> in
             Self.loadText(path: path, encoding: encoding, fileGuard: readGuard).map { buffer, file in
                 // The comparisons and the edits a reload would make, worked out here rather than
                 // on the actor (each is O(n)).
-                let equalsCurrent = buffer == current
+                let equalsCurrent = buffer == current || (editorOwned && Self.editorText(current, shows: buffer))
                 let equalsBase = equalsCurrent || buffer == base
                 return DiskText(
                     text: buffer, file: file, readAgainst: current, equalsCurrent: equalsCurrent, equalsBase: equalsBase,
@@ -338,7 +341,8 @@ extension DocumentStore {
         // Edits made while the file was read (rare: the document had to be clean) are compared
         // again here.
         let unchangedSince = document.buffer.isIdentical(to: disk.readAgainst)
-        if unchangedSince ? disk.equalsCurrent : buffer == document.buffer {
+        if unchangedSince ? disk.equalsCurrent
+            : buffer == document.buffer || (mirrored.contains(handle) && Self.editorText(document.buffer, shows: buffer)) {
             // The file holds the document's text (another program saved the same text, or the
             // file came back as it was): the document is in sync with it.
             change(handle, reason: .reloaded) { document in

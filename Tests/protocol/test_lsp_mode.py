@@ -986,3 +986,26 @@ def test_typing_into_vims_empty_buffer_of_a_new_file_is_recovered_whole(place: P
         assert again.text(path) == "typed ✓\n"
     finally:
         again.client.kill()
+
+
+def test_the_editors_write_of_vims_empty_buffer_is_its_text_not_a_change(place: Path) -> None:
+    """Every line deleted, Neovim's buffer is one empty line ("\\n"), and its write makes an empty
+    file: when the watcher sees that file before the editor's didSave comes, it is the buffer's
+    text (the session is clean), not another program's change (no conflict, no question)."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("every line of it\ngoes\n")
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.change(path, [{"text": "\n"}], "\n")
+        editor.sync()
+        path.write_bytes(b"")  # the editor's write; its didSave comes later
+        wait_until(lambda: editor.client.call("document/open", {"uri": uri(path)})["hasUnsavedChanges"] is False, 20,
+                   "the session to take the empty file as the buffer's text")
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        editor.sync()
+        asked = [m for m in editor.seen if m.get("method") in ("window/showMessageRequest", "workspace/applyEdit")]
+        diagnostics = [m for m in editor.seen if m.get("method") == "textDocument/publishDiagnostics" and m["params"]["diagnostics"]]
+        assert asked == [] and diagnostics == [], editor.seen
+    finally:
+        editor.client.kill()
