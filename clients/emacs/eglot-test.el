@@ -288,6 +288,28 @@ next visit of the (still unwritten) file, then saved."
              (should (= (length docsession-eglot-test--asked) 1)))))
       (docsession-eglot-test--close buffer)))))
 
+(ert-deftest docsession-eglot-quit-drops-the-journal ()
+  "With the README's `kill-emacs-hook' of `eglot-shutdown-all', quitting Emacs (after it asked
+about each modified buffer) says shutdown: the discarded edits are not offered back later."
+  (let* ((fresh (docsession-eglot-test--fresh "kept\n"))
+         (dir (car fresh)) (path (cdr fresh))
+         (buffer (docsession-eglot-test--open dir path))
+         (kill-emacs-hook nil))
+    (unwind-protect
+        (with-current-buffer buffer
+          (goto-char (point-max))
+          (insert "discarded at the quit\n")
+          (docsession-eglot-test--barrier buffer)
+          (should (docsession-eglot-test--wait
+                   (lambda () (docsession-eglot-test--journal-holds dir "discarded at the quit"))))
+          (let ((server (eglot-current-server)))
+            (add-hook 'kill-emacs-hook #'eglot-shutdown-all)
+            (run-hooks 'kill-emacs-hook)
+            (should-not (jsonrpc-running-p server)))
+          (should-not (docsession-eglot-test--journal-holds dir "discarded at the quit"))
+          (set-buffer-modified-p nil))
+      (docsession-eglot-test--close buffer))))
+
 ;; (`docsession.versions' and `docsession.restoreVersion' through eglot's own request function, as a
 ;; key binding or M-x command of the user's configuration would send them.)
 (ert-deftest docsession-eglot-version-restored ()
