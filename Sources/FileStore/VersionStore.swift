@@ -142,6 +142,8 @@ public final class VersionStore: Sendable {
     let durable: Bool
     /// The hash naming a document's slot (XXH64 of its path; tests inject collisions).
     let pathHash: @Sendable (String) -> UInt64
+    /// Applied to a text's XXH64 before it names the version (the identity; tests make texts collide).
+    let contentHash: @Sendable (UInt64) -> UInt64
     /// Now, in nanoseconds since the epoch: the dates of new versions and the ages thinning goes
     /// by (CLOCK_REALTIME unless a test gives its own).
     let now: @Sendable () -> Int64
@@ -196,7 +198,8 @@ public final class VersionStore: Sendable {
     /// The same, with the flushing and the slot hash chosen (for tests).
     init(
         directory: String, savedLimit: Int, conflictLimit: Int, byteLimit: Int, maxVersionSize: Int,
-        durable: Bool, pathHash: @escaping @Sendable (String) -> UInt64, now: (@Sendable () -> Int64)? = nil
+        durable: Bool, pathHash: @escaping @Sendable (String) -> UInt64, now: (@Sendable () -> Int64)? = nil,
+        contentHash: @escaping @Sendable (UInt64) -> UInt64 = { $0 }
     ) throws(FileSystemError) {
         precondition(savedLimit >= 1 && conflictLimit >= 1, "a version store keeps at least one version of each kind")
         precondition(byteLimit >= 0 && maxVersionSize >= 0)
@@ -209,6 +212,7 @@ public final class VersionStore: Sendable {
         self.maxVersionSize = maxVersionSize
         self.durable = durable
         self.pathHash = pathHash
+        self.contentHash = contentHash
         self.now = now ?? { VersionStore.realtimeNanoseconds() }
         try Self.makeDirectories(path)
         sweepStaleTempFiles()
@@ -283,13 +287,16 @@ public final class VersionStore: Sendable {
             throw FileSystemError(error)
         }
         let size = writer.count
-        let hash = hasher.finalize()
+        let hash = contentHash(hasher.finalize())
 
         try lock(top)
         defer { flock(top, LOCK_UN) }
         let slot = try findOrCreateSlot(top, documentPath)
         let existing = listSlot(top, slot)
-        let sameText = existing.filter { $0.hash == hash && $0.size == size }
+        // The same hash and size, and (a hash is no proof: XXH64 is not a cryptographic hash) the
+        // same bytes, compared only then.
+        let tempName = replacement.tempName
+        let sameText = existing.filter { $0.hash == hash && $0.size == size && Self.sameBytes(top, tempName, slot + "/" + $0.name) }
         if let newest = existing.filter({ $0.kind == kind }).min(by: Entry.newerFirst), sameText.contains(where: { $0.name == newest.name }) {
             var version = newest.version(documentPath)
             let marking = resolved && !newest.resolved
@@ -491,6 +498,28 @@ public final class VersionStore: Sendable {
         return (0..<Self.slotsPerHash).map { $0 == 0 ? base : base + "-\($0)" }
     }
 
+    /// Whether the files `a` and `b` (relative to the store's directory `top`) hold the same bytes,
+    /// read in 64 KiB pieces (false when either cannot be read).
+    static func sameBytes(_ top: Int32, _ a: String, _ b: String) -> Bool {
+        let directory = FileDescriptor(rawValue: top)
+        guard let first = try? Descriptor.open(a, .readOnly, options: .noFollow, relativeTo: directory),
+              let second = try? Descriptor.open(b, .readOnly, options: .noFollow, relativeTo: directory) else { return false }
+        let firstFD = first.unowned, secondFD = second.unowned
+        let size = 1 << 16
+        var one = [UInt8](repeating: 0, count: size), two = [UInt8](repeating: 0, count: size)
+        var offset: Int64 = 0
+        while true {
+            guard let read1 = try? one.withUnsafeMutableBytes({ (buffer) throws(SystemCallError) in
+                      try readFully(into: buffer, from: firstFD, at: offset) }),
+                  let read2 = try? two.withUnsafeMutableBytes({ (buffer) throws(SystemCallError) in
+                      try readFully(into: buffer, from: secondFD, at: offset) }),
+                  read1 == read2 else { return false }
+            if read1 == 0 { return true }
+            if memcmp(one, two, read1) != 0 { return false }
+            offset += Int64(read1)
+        }
+    }
+
     /// A hash as a slot's name: 16 lowercase hex digits.
     private static func hexName(_ hash: UInt64) -> String {
         let hex = String(hash, radix: 16)
@@ -686,7 +715,7 @@ public final class VersionStore: Sendable {
             if entry.hash == nil {
                 guard let file = try? Descriptor.open(name, .readOnly, options: .noFollow, relativeTo: slotDescriptor.unowned),
                       let bytes = try? Self.readAll(file.rawValue, path: "") else { continue }
-                entry.hash = ContentHasher.hash(bytes)
+                entry.hash = contentHash(ContentHasher.hash(bytes))
             }
             entries.append(entry)
         }

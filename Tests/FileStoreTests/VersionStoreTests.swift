@@ -12,14 +12,14 @@ import Testing
 private func makeStore(
     directory: String? = nil, savedLimit: Int = 1000, conflictLimit: Int = 1000, byteLimit: Int = 512 << 20,
     maxVersionSize: Int = 64 << 20, durable: Bool = true, pathHash: (@Sendable (String) -> UInt64)? = nil,
-    clock: TestClock? = nil
+    clock: TestClock? = nil, contentHash: @escaping @Sendable (UInt64) -> UInt64 = { $0 }
 ) throws -> VersionStore {
     var now: (@Sendable () -> Int64)? = nil
     if let clock { now = { clock.now } }
     return try VersionStore(
         directory: directory ?? freshDirectory() + "/versions", savedLimit: savedLimit, conflictLimit: conflictLimit,
         byteLimit: byteLimit, maxVersionSize: maxVersionSize, durable: durable,
-        pathHash: pathHash ?? { ContentHasher.hash($0.utf8) }, now: now)
+        pathHash: pathHash ?? { ContentHasher.hash($0.utf8) }, now: now, contentHash: contentHash)
 }
 
 /// A clock the test sets (nanoseconds since the epoch).
@@ -479,6 +479,27 @@ struct VersionStoreTests {
         let conflict = try add(store, path, .conflict, "abcde")
         #expect(inode(slot + "/" + conflict.id) == inode(slot + "/" + other.id))
         #expect(try store.add(documentPath: path, kind: .conflict, text: bytes("abcde"))?.added == false)
+    }
+
+    @Test("Texts whose content hashes collide are stored apart: a hash and a size are not taken for the same bytes")
+    func contentHashCollision() throws {
+        // Every text hashes alike; "one\n" and "two\n" have the same size.
+        let store = try makeStore(contentHash: { _ in 42 })
+        let one = try add(store, "/doc", .saved, "one\n")
+        let two = try add(store, "/doc", .saved, "two\n")
+        #expect(two.id != one.id)
+        #expect(try store.read(one.id) == Array("one\n".utf8))
+        #expect(try store.read(two.id) == Array("two\n".utf8))
+        // The same bytes again are still recognised: the newest's text adds nothing, an older
+        // one's is a hard link to it.
+        let addition = try #require(try store.add(documentPath: "/doc", kind: .saved, text: Array("two\n".utf8)))
+        #expect(!addition.added && addition.version.id == two.id)
+        let again = try add(store, "/doc", .saved, "one\n")
+        var first = stat(), second = stat()
+        let slot = try #require(try FileManager.default.contentsOfDirectory(atPath: store.directory).first { VersionStore.isSlotName($0) })
+        #expect(stat(store.directory + "/" + slot + "/" + one.id, &first) == 0 && stat(store.directory + "/" + slot + "/" + again.id, &second) == 0)
+        #expect(first.st_ino == second.st_ino)
+        #expect(try store.read(again.id) == Array("one\n".utf8))
     }
 
     @Test("Resolved marks and origins are kept with the versions: across a reopen, a move, and gone with a removal")
