@@ -431,13 +431,19 @@ public actor DocumentStore {
     /// does not exist yet (the user makes it before the editor writes: `mkdir -p`, Neovim 0.8's `:write ++p`) is no
     /// obstacle: the buffer is journaled all the same, and its file watched once written (a save,
     /// or the editor's `didSave`). A path whose directory is something else than a directory is
-    /// refused: `.fileSystem`, ENOTDIR, naming it.
-    public func openUnwritten(path: String) async throws(DocumentError) -> Document {
+    /// refused: `.fileSystem`, ENOTDIR, naming it. Without `openingAFileThere`, a file found at the
+    /// path (anything: a link planted since a sandbox check found the name empty) is refused with
+    /// `.pathChanged` instead of opened.
+    public func openUnwritten(path: String, openingAFileThere: Bool = true) async throws(DocumentError) -> Document {
         if let handle = handleByPath[path], let document = documents[handle] { return document }
         let journalDirectory = journalDirectory
         let writer = journal
         let looked = await runOnOwnThread { () -> Result<JournalScan?, FileSystemError> in
-            if FileIdentity.current(path: path) != nil { return .success(nil) }
+            // Something at the path: a file (through links) to open; without `openingAFileThere`,
+            // anything at all, a dangling link included.
+            let present = openingAFileThere
+                ? FileIdentity.current(path: path) != nil : (try? FileKind.of(path, followingLinks: false)) != nil
+            if present { return .success(nil) }
             guard let (directory, _) = FileWatcher.split(path) else {
                 return .failure(FileSystemError(errno: EINVAL, syscall: "open", path: path, reason: "the path names no file in a directory"))
             }
@@ -456,7 +462,9 @@ public actor DocumentStore {
         }
         let scan: JournalScan
         switch looked {
-        case .success(nil): return try await open(path: path, encoding: nil)
+        case .success(nil):
+            guard openingAFileThere else { throw .pathChanged(path: path) }
+            return try await open(path: path, encoding: nil)
         case .success(let found?): scan = found
         case .failure(let error): throw .fileSystem(error)
         }

@@ -123,13 +123,17 @@ extension Server {
         guard editorSync.mirrors[uri] == nil else { return ignore(params, "\(uri) is open already (didClose it first)") }
         let document: Document
         do throws(ResponseError) {
-            // A buffer of a file not written yet is mirrored too (its changes journaled): the
-            // path need not exist, its directory must.
+            // A buffer of a file not written yet is mirrored too (its changes journaled): the path
+            // need not exist (nor, without roots, its directory).
             let target = try await checkPath(params.document.path, field: "params.textDocument.uri", mustExist: false)
             defer { withExtendedLifetime(target) {} }
             do throws(DocumentError) {
                 if let pinned = target.resolved?.fileIdentity {
                     document = try await store.open(path: target.path, encoding: nil, pinned: pinned)
+                } else if target.resolved != nil {
+                    // Under roots, a name found empty is never opened by path afterwards: a link
+                    // planted there since could lead outside them.
+                    document = try await store.openUnwritten(path: target.path, openingAFileThere: false)
                 } else {
                     do throws(DocumentError) {
                         document = try await store.open(path: target.path, encoding: nil)

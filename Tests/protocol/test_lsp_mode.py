@@ -1009,3 +1009,29 @@ def test_the_editors_write_of_vims_empty_buffer_is_its_text_not_a_change(place: 
         assert asked == [] and diagnostics == [], editor.seen
     finally:
         editor.client.kill()
+
+
+def test_with_roots_a_new_buffer_inside_is_journaled_and_a_link_at_its_name_is_never_followed(place: Path) -> None:
+    inside = place / "docs" / "new.txt"
+    outside = place / "outside"
+    outside.mkdir()
+    editor = Editor(place, extra_args=("--root", str(place / "docs")))
+    try:
+        editor.open(inside, "")
+        editor.type_at_end(inside, "journaled under roots\n")
+        editor.sync()
+        wait_until(lambda: journal_holds(place, "journaled under roots"), 20, "the journal")
+        # A new buffer outside the roots is not mirrored.
+        editor.open(outside / "new.txt", "")
+        # Nor is one whose name is a dangling link leading out (it is never opened by path).
+        (place / "docs" / "link.txt").symlink_to(outside / "target.txt")
+        editor.open(place / "docs" / "link.txt", "")
+        editor.type_at_end(place / "docs" / "link.txt", "must not leave the roots\n")
+        editor.sync()
+        for path in (outside / "new.txt", place / "docs" / "link.txt"):
+            response = editor.command("docsession.save", uri(path))
+            assert response["error"]["code"] == -32602 and "no didOpen" in response["error"]["message"], response
+        assert not (outside / "target.txt").exists() and not (outside / "new.txt").exists()
+        assert not journal_holds(place, "must not leave the roots")
+    finally:
+        editor.client.kill()
