@@ -1,12 +1,23 @@
 import FileStore
 import TextBuffer
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// What the file presenter keeps per store: the watcher, who is watched, and the disk's side of
 /// each conflict.
 struct PresenterState {
     var watcher: FileWatcher?
-    /// Set once making a watcher failed (inotify limits): documents are then not watched.
-    var watcherFailed = false
+    /// Why the last try to make a watcher failed (inotify's limits: `fs.inotify.max_user_instances`
+    /// is 128 by default, and editors and IDEs use many), and when to try again: documents opened
+    /// meanwhile are not watched, and are once a watcher is made.
+    var watcherError: FileSystemError?
+    var watcherRetry: ContinuousClock.Instant?
+    /// How long after a failure a watcher is tried again (at the next open); tests shorten it.
+    var watcherRetryDelay: Duration = .seconds(5)
+    /// Test-visible: the next this many tries to make a watcher fail (EMFILE, as inotify_init1 would).
+    var failingWatcherTries = 0
     var tokens: [String: WatchToken] = [:]
     var handleByToken: [WatchToken: String] = [:]
     /// Finds each document's file after a move (see ``FileLocator``).
@@ -76,9 +87,28 @@ extension DocumentStore {
         guard let document = documents[handle] else { return }
         documents[handle]!.attributes = FileAttributes.current(path: document.path)
         guard watchFiles else { return }
-        if presenter.watcher == nil && !presenter.watcherFailed { makeWatcher() }
+        if presenter.watcher == nil, presenter.watcherRetry.map({ ContinuousClock.now >= $0 }) ?? true {
+            makeWatcher()
+            // Made after failures: the documents opened meanwhile are watched from now on.
+            if presenter.watcher != nil {
+                for (other, path) in documents.values.map({ ($0.handle, $0.path) })
+                where other != handle && presenter.tokens[other] == nil {
+                    watch(other, path: path)
+                }
+            }
+        }
         watch(handle, path: document.path)
         presenter.locators[handle] = FileLocator(path: document.path)
+    }
+
+    /// Why the store's files are not watched now (nil: they are, or watching is off): the failure
+    /// to make a watcher, tried again at the next open.
+    public var fileWatchingError: FileSystemError? { presenter.watcher == nil ? presenter.watcherError : nil }
+
+    /// Test-visible: the next `tries` watchers fail to be made, and a failure is retried after `delay`.
+    func failWatcherCreation(_ tries: Int, retryAfter delay: Duration) {
+        presenter.failingWatcherTries = tries
+        presenter.watcherRetryDelay = delay
     }
 
     /// Stops presenting a document that is being removed.
@@ -99,11 +129,19 @@ extension DocumentStore {
     private func makeWatcher() {
         let (stream, continuation) = AsyncStream<FileEvent>.makeStream()
         do throws(FileSystemError) {
+            if presenter.failingWatcherTries > 0 {
+                presenter.failingWatcherTries -= 1
+                throw FileSystemError(errno: EMFILE, syscall: "inotify_init1", path: "")
+            }
             // Closes after reading too: a change of the file's flags (`chattr +i`) leaves no
             // other trace, and `readOnly` follows it.
             presenter.watcher = try FileWatcher(closesAfterReading: true) { continuation.yield($0) }
+            presenter.watcherError = nil
+            presenter.watcherRetry = nil
         } catch {
-            presenter.watcherFailed = true
+            continuation.finish()
+            presenter.watcherError = error
+            presenter.watcherRetry = ContinuousClock.now + presenter.watcherRetryDelay
             return
         }
         presenter.continuation = continuation

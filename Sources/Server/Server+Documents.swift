@@ -5,6 +5,24 @@ import JSONRPC
 import TextBuffer
 
 extension Server {
+    /// After an open: when the store could not make its file watcher (inotify's limits), a warning
+    /// on stderr, and in the LSP mode `window/logMessage`, once per failure: changes by other
+    /// programs are not seen until a watcher can be made (tried again at a later open; saves still
+    /// refuse to overwrite a changed file).
+    func noteFileWatching() async {
+        guard let error = await store.fileWatchingError else {
+            fileWatchingReported = nil
+            return
+        }
+        guard fileWatchingReported != error.message else { return }
+        fileWatchingReported = error.message
+        let message = "files are not watched for changes by other programs: \(error.message)"
+            + (error.code == "EMFILE" ? " (inotify instances exhausted: raise fs.inotify.max_user_instances)" : "")
+            + "; tried again at the next open, and saves still refuse to overwrite a changed file"
+        logger.warning("\(message)")
+        if editorSync.enabled { logMessage(.warning, message) }
+    }
+
     /// `document/open`: reads the file off the ordered queue (a large file does not stall other
     /// requests), reporting `$/progress` under the client's `workDoneToken`; cancellable.
     func openDocument(_ params: OpenDocumentRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<DocumentInfo> {
@@ -25,6 +43,7 @@ extension Server {
                     progress: { done, total in progress.report(done: done, total: total) },
                     isCancelled: { context.cancellation.isCancelled })
                 document = await self.holdOpened(document)
+                await self.noteFileWatching()
                 var info = DocumentInfo(document, includeText: includeText)
                 info.recovery = await store.recoveryOffer(document.handle)
                 info.editedElsewhere = await store.journalsHeldElsewhere(document.handle) > 0

@@ -148,6 +148,7 @@ extension Server {
             return ignore(params, "not mirrored: \(error.message)")
         }
         let handle = document.handle
+        await noteFileWatching()
         guard editorSync.uriByHandle[handle] == nil else {
             return ignore(params, "not mirrored: its file is open already as \(editorSync.uriByHandle[handle]!)")
         }

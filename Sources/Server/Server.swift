@@ -83,6 +83,8 @@ public actor Server: MessageHandler {
     var queries = WorkspaceQueries()
     /// Whether `shutdown` keeps the journals of unsaved documents (`initializationOptions.hotExit`).
     var hotExit = true
+    /// The failure to watch files last logged (``noteFileWatching()``): each one once.
+    var fileWatchingReported: String?
     /// The storage locations (`initializationOptions.storage`, §11.8), nil when none were given.
     var storage: StorageRoots?
     /// Where session snapshots for a handoff go (`session/snapshot`): nil without a usable state

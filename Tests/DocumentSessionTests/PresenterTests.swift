@@ -146,6 +146,26 @@ private func conflicted(base: String, mine: String, theirs: String, keepVersions
 struct PresenterTests {
     // MARK: 1. Own saves
 
+    @Test("a watcher that cannot be made (inotify's instances used up) is said, tried again at a later open, and then watches every document")
+    func watcherMadeAfterAFailure() async throws {
+        let directory = try TemporaryDirectory()
+        let first = try directory.write("first.txt", "one\n")
+        let second = try directory.write("second.txt", "two\n")
+        let log = EventLog()
+        let store = DocumentStore(events: { log.record($0) }, watchFiles: true)
+        await store.failWatcherCreation(1, retryAfter: .zero)
+        let a = try await store.open(path: first, encoding: nil).handle
+        let failure = try #require(await store.fileWatchingError)
+        #expect(failure.code == "EMFILE" && failure.syscall == "inotify_init1")
+        // The next open makes the watcher: both documents are watched from then on.
+        let b = try await store.open(path: second, encoding: nil).handle
+        #expect(await store.fileWatchingError == nil)
+        try rewriteInPlace(first, "one, changed\n")
+        try rewriteInPlace(second, "two, changed\n")
+        #expect(try await eventually { try await store.document(a).buffer.text == "one, changed\n" })
+        #expect(try await eventually { try await store.document(b).buffer.text == "two, changed\n" })
+    }
+
     @Test("the document's own saves are never reported: 20 saves with edits between send no reload, move, conflict or deletion")
     func ownSavesAreSilent() async throws {
         let p = try await presented("start\n")
