@@ -117,6 +117,26 @@ changed (a conflict being merged), answered no: the edits stay, and the server's
     ;; buffer would send didClose to the dead process.
     (should (docsession-eglot-test--wait (lambda () (not (eglot-managed-p)))))))
 
+(defun docsession-eglot-test--typed-then-killed (buffer dir text)
+  "Insert TEXT at the end of BUFFER, wait until DIR's journal holds it, kill -9 the server, and
+kill BUFFER without saving."
+  (with-current-buffer buffer
+    (goto-char (point-max))
+    (insert text)
+    (docsession-eglot-test--barrier buffer)
+    (should (docsession-eglot-test--wait (lambda () (docsession-eglot-test--journal-holds dir text))))
+    (docsession-eglot-test--kill-server)
+    (set-buffer-modified-p nil))
+  (kill-buffer buffer))
+
+(defun docsession-eglot-test--recovering-open (dir path)
+  "Visit PATH again (DIR's state) with \"Recover\" the answer, and wait until the user was asked;
+the buffer. Call it inside `docsession-eglot-test--answering'."
+  (let* ((docsession-eglot-test--answers (list "Recover"))
+         (buffer (docsession-eglot-test--open dir path)))
+    (should (docsession-eglot-test--wait (lambda () docsession-eglot-test--asked)))
+    buffer))
+
 (defun docsession-eglot-test--close (buffer)
   "Close BUFFER without saving and shut its server down."
   (when (buffer-live-p buffer)
@@ -226,28 +246,17 @@ changed (a conflict being merged), answered no: the edits stay, and the server's
     (docsession-eglot-test--answering
     (unwind-protect
         (progn
-          (with-current-buffer buffer
-            (goto-char (point-max))
-            (insert "unsaved ✓\n")
-            (docsession-eglot-test--barrier buffer)
-            (should (docsession-eglot-test--wait
-                     (lambda () (docsession-eglot-test--journal-holds dir "unsaved ✓"))))
-            (docsession-eglot-test--kill-server)
-            (set-buffer-modified-p nil))
-          (kill-buffer buffer)
+          (docsession-eglot-test--typed-then-killed buffer dir "unsaved ✓\n")
           (should (equal (docsession-eglot-test--file path) "saved line\n"))
-          (let ((docsession-eglot-test--answers (list "Recover")))
-            (docsession-eglot-test--answering
-             (setq buffer (docsession-eglot-test--open dir path))
-             (should (docsession-eglot-test--wait (lambda () docsession-eglot-test--asked)))
-             (should (string-match-p "recover unsaved edits" (car (car docsession-eglot-test--asked))))
-             (should (equal (cdr (car docsession-eglot-test--asked)) '("Recover" "Discard" "Not now")))
-             (with-current-buffer buffer
-               (should (docsession-eglot-test--wait
-                        (lambda () (equal (buffer-string) "saved line\nunsaved ✓\n"))))
-               (docsession-eglot-test--barrier buffer)
-               (save-buffer)
-               (should (equal (docsession-eglot-test--file path) "saved line\nunsaved ✓\n"))))))
+          (setq buffer (docsession-eglot-test--recovering-open dir path))
+          (should (string-match-p "recover unsaved edits" (car (car docsession-eglot-test--asked))))
+          (should (equal (cdr (car docsession-eglot-test--asked)) '("Recover" "Discard" "Not now")))
+          (with-current-buffer buffer
+            (should (docsession-eglot-test--wait
+                     (lambda () (equal (buffer-string) "saved line\nunsaved ✓\n"))))
+            (docsession-eglot-test--barrier buffer)
+            (save-buffer)
+            (should (equal (docsession-eglot-test--file path) "saved line\nunsaved ✓\n"))))
       (docsession-eglot-test--close buffer)))))
 
 (ert-deftest docsession-eglot-new-file-kill-9-and-recovery ()
@@ -262,30 +271,20 @@ next visit of the (still unwritten) file, then saved."
     (docsession-eglot-test--answering
     (unwind-protect
         (progn
-          (with-current-buffer buffer
-            (insert "new ✓\n")
-            (docsession-eglot-test--barrier buffer)
-            (should (docsession-eglot-test--wait
-                     (lambda () (docsession-eglot-test--journal-holds dir "new ✓"))))
-            (docsession-eglot-test--kill-server)
-            (set-buffer-modified-p nil))
-          (kill-buffer buffer)
+          (docsession-eglot-test--typed-then-killed buffer dir "new ✓\n")
           (should-not (file-exists-p path))
-          (let ((docsession-eglot-test--answers (list "Recover")))
-            (docsession-eglot-test--answering
-             (setq buffer (docsession-eglot-test--open dir path))
-             (should (docsession-eglot-test--wait (lambda () docsession-eglot-test--asked)))
-             (should (string-match-p "new.txt: recover unsaved edits" (car (car docsession-eglot-test--asked))))
-             (with-current-buffer buffer
-               (should (docsession-eglot-test--wait (lambda () (equal (buffer-string) "new ✓\n"))))
-               (docsession-eglot-test--barrier buffer)
-               (save-buffer)
-               (should (equal (docsession-eglot-test--file path) "new ✓\n"))
-               (docsession-eglot-test--barrier buffer)
-               ;; Saved by the editor: clean, so its journal goes.
-               (should (docsession-eglot-test--wait
-                        (lambda () (not (docsession-eglot-test--journal-holds dir "new ✓"))))))
-             (should (= (length docsession-eglot-test--asked) 1)))))
+          (setq buffer (docsession-eglot-test--recovering-open dir path))
+          (should (string-match-p "new.txt: recover unsaved edits" (car (car docsession-eglot-test--asked))))
+          (with-current-buffer buffer
+            (should (docsession-eglot-test--wait (lambda () (equal (buffer-string) "new ✓\n"))))
+            (docsession-eglot-test--barrier buffer)
+            (save-buffer)
+            (should (equal (docsession-eglot-test--file path) "new ✓\n"))
+            (docsession-eglot-test--barrier buffer)
+            ;; Saved by the editor: clean, so its journal goes.
+            (should (docsession-eglot-test--wait
+                     (lambda () (not (docsession-eglot-test--journal-holds dir "new ✓"))))))
+          (should (= (length docsession-eglot-test--asked) 1)))
       (docsession-eglot-test--close buffer)))))
 
 (ert-deftest docsession-eglot-quit-drops-the-journal ()
