@@ -25,6 +25,11 @@ enum JournalJob: Sendable {
     case release(handle: String)
     /// Makes a dead server's journal this document's, cut at `length`.
     indirect case adopt(handle: String, journal: ClaimedJournal, length: Int)
+    /// Starts (or starts again) a package's journal (PackageJournal.swift) with records already
+    /// framed; then the journal it had, if any, goes.
+    indirect case startRecords(handle: String, name: String, records: [UInt8])
+    /// Appends framed records to a package's journal.
+    indirect case appendRecords(handle: String, records: [UInt8])
     /// Deletes every journal of this process (a shutdown without hot exit).
     case dropAll
     /// Closes every journal of this process without deleting it, as the process's death would
@@ -67,6 +72,8 @@ final class JournalWriter: @unchecked Sendable {
     /// Told when a document's journal cannot be written (its journal is gone then: the next change
     /// starts a new one).
     private let onError = Mutex<(@Sendable (_ handle: String, _ error: FileSystemError?) -> Void)?>(nil)
+    /// The same for packages' journals (their handles are the package store's).
+    private let onPackageError = Mutex<(@Sendable (_ handle: String, _ error: FileSystemError?) -> Void)?>(nil)
     private var files: [String: JournalFile] = [:]
     /// The names of the journals this process writes or has been asked to (from the submission of
     /// a start, rename or adoption until the file is deleted or let go): a look for other servers'
@@ -89,6 +96,11 @@ final class JournalWriter: @unchecked Sendable {
         onError.withLock { $0 = handler }
     }
 
+    /// Sets who is told of a package's journal that cannot be written (``setErrorHandler(_:)``).
+    func setPackageErrorHandler(_ handler: @escaping @Sendable (_ handle: String, _ error: FileSystemError?) -> Void) {
+        onPackageError.withLock { $0 = handler }
+    }
+
     /// How long changes may wait before they are written and flushed.
     var flushDelay: Duration {
         get { state.withLock { $0.flushDelay } }
@@ -103,7 +115,8 @@ final class JournalWriter: @unchecked Sendable {
         switch job {
         case .start(_, let name, _, _, _, _, _), .rename(_, let name, _): owned.withLock { _ = $0.insert(name) }
         case .adopt(_, let journal, _): owned.withLock { _ = $0.insert(journal.name) }
-        case .change, .drop, .release, .dropAll, .releaseAll, .copy: break
+        case .startRecords(_, let name, _): owned.withLock { _ = $0.insert(name) }
+        case .appendRecords, .change, .drop, .release, .dropAll, .releaseAll, .copy: break
         }
         let first = state.withLock { state -> Bool in
             state.jobs.append(job)
@@ -201,6 +214,26 @@ final class JournalWriter: @unchecked Sendable {
                 failed[handle] = error
             }
         }
+        // A new journal for the document: made, written by `fill`, and put in place of the one
+        // it had (deleted); on a failure, neither is kept.
+        func create(_ handle: String, _ name: String, fill: (JournalFile) throws(FileSystemError) -> Void) {
+            failed[handle] = nil
+            do throws(FileSystemError) {
+                let file = try JournalFile.create(in: directory, name: name)
+                do throws(FileSystemError) { try fill(file) } catch {
+                    forget(file, delete: true)
+                    throw error
+                }
+                forget(files.removeValue(forKey: handle), delete: true)
+                files[handle] = file
+                touched.insert(handle)
+                directoryChanged = true
+            } catch {
+                forget(files.removeValue(forKey: handle), delete: true)
+                owned.withLock { _ = $0.remove(name) }
+                failed[handle] = error
+            }
+        }
         for job in jobs {
             switch job {
             case .change(let handle, let change, let version, let unsaved):
@@ -208,7 +241,7 @@ final class JournalWriter: @unchecked Sendable {
                 JournalCodec.appendChange(change, version: version, unsaved: unsaved, to: &pending[handle, default: JournalBytes()])
                 continue
             case .start(let handle, _, _, _, _, _, _), .rename(let handle, _, _), .drop(let handle), .adopt(let handle, _, _),
-                 .copy(let handle, _), .release(let handle):
+                 .copy(let handle, _), .release(let handle), .startRecords(let handle, _, _), .appendRecords(let handle, _):
                 writePending(handle)
             case .dropAll, .releaseAll:
                 for handle in Array(pending.keys) { writePending(handle) }
@@ -217,30 +250,15 @@ final class JournalWriter: @unchecked Sendable {
             case .change:
                 break
             case .start(let handle, let name, let header, let base, let text, let version, let unsaved):
-                failed[handle] = nil
-                do throws(FileSystemError) {
-                    let file = try JournalFile.create(in: directory, name: name)
-                    do throws(FileSystemError) {
-                        try file.append(JournalCodec.header(header))
-                        try Self.appendText(base, type: .base, prefix: [], to: file)
-                        if !text.isIdentical(to: base), text != base {
-                            var prefix = JournalBytes()
-                            prefix.i64(version)
-                            prefix.bool(unsaved)
-                            try Self.appendText(text, type: .text, prefix: prefix.bytes, to: file)
-                        }
-                    } catch {
-                        forget(file, delete: true)
-                        throw error
+                create(handle, name) { (file) throws(FileSystemError) in
+                    try file.append(JournalCodec.header(header))
+                    try Self.appendText(base, type: .base, prefix: [], to: file)
+                    if !text.isIdentical(to: base), text != base {
+                        var prefix = JournalBytes()
+                        prefix.i64(version)
+                        prefix.bool(unsaved)
+                        try Self.appendText(text, type: .text, prefix: prefix.bytes, to: file)
                     }
-                    forget(files.removeValue(forKey: handle), delete: true)
-                    files[handle] = file
-                    touched.insert(handle)
-                    directoryChanged = true
-                } catch {
-                    forget(files.removeValue(forKey: handle), delete: true)
-                    owned.withLock { _ = $0.remove(name) }
-                    failed[handle] = error
                 }
             case .rename(let handle, let name, let record):
                 guard let file = files[handle] else { continue }
@@ -275,6 +293,17 @@ final class JournalWriter: @unchecked Sendable {
                 } catch {
                     failed[handle] = error
                 }
+            case .startRecords(let handle, let name, let records):
+                create(handle, name) { (file) throws(FileSystemError) in try file.append(records) }
+            case .appendRecords(let handle, let records):
+                guard let file = files[handle] else { continue }
+                do throws(FileSystemError) {
+                    try file.append(records)
+                    touched.insert(handle)
+                } catch {
+                    forget(files.removeValue(forKey: handle), delete: true)
+                    failed[handle] = error
+                }
             case .dropAll:
                 for file in files.values { forget(file, delete: true) }
                 files = [:]
@@ -300,15 +329,18 @@ final class JournalWriter: @unchecked Sendable {
             }
         }
         if directoryChanged { try? flushDirectory(at: directory.path) }
-        let handler = onError.withLock { $0 }
+        let textHandler = onError.withLock { $0 }, packageHandler = onPackageError.withLock { $0 }
+        func handler(_ handle: String) -> (@Sendable (String, FileSystemError?) -> Void)? {
+            PackageStore.isPackageHandle(handle) ? packageHandler : textHandler
+        }
         for (handle, error) in failed {
             failing.insert(handle)
-            handler?(handle, error)
+            handler(handle)?(handle, error)
         }
         // Written again after a failure: the store hears that too (nil).
         for handle in failing where files[handle] != nil && failed[handle] == nil && touched.contains(handle) {
             failing.remove(handle)
-            handler?(handle, nil)
+            handler(handle)?(handle, nil)
         }
     }
 

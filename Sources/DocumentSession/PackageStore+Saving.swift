@@ -120,6 +120,7 @@ extension PackageStore {
             document.cleanPosition = position
             document.state.remove([.inConflict, .savingError])
             documents[handle] = document
+            journalBaseChanged(handle)
             emit(document, previous: previous, reason: .saved)
             // After the answer: the old tree's removal (the new tree is in place and flushed), and
             // a watch of the new tree, then a look at what may have changed since it was listed.
@@ -175,6 +176,7 @@ extension PackageStore {
         document.state.remove([.inConflict, .savingError])
         document.version += 1
         documents[handle] = document
+        dropJournal(handle)
         // Another program's change reaches the clients as document/didChange; a revert or a
         // resolution is answered with the document's info instead.
         if reason == .reloaded { emit(document, previous: previous, reason: reason, kind: .entriesChanged(entries: changes, store: storeChanged)) }
@@ -197,6 +199,8 @@ extension PackageStore {
         document.theirSignature = nil
         document.state.remove(.inConflict)
         documents[handle] = document
+        // The base is their tree now: the journal starts again from the entries kept.
+        journalBaseChanged(handle)
         emit(document, previous: previous, reason: .conflictResolved)
         return document
     }
@@ -214,6 +218,12 @@ extension PackageStore {
         }
         stopWatching(handle)
         if let database = databases.removeValue(forKey: handle) { database.close() }
+        // Closed: nothing unsaved is kept (a close saves, or drops the changes), and an offer is
+        // let go (the dead journal stays, offered at the next open).
+        dropJournal(handle)
+        recoveries[handle] = nil
+        heldElsewhere[handle] = nil
+        journalRetry[handle] = nil
         documents[handle] = nil
         handleByPath[document.path] = nil
         let previous = document.state
@@ -222,19 +232,42 @@ extension PackageStore {
         return saved
     }
 
+    /// Closes a package without saving and without deleting its journal: the journal is let go,
+    /// a dead server's from then on, offered at the package's next open (a daemon's last client
+    /// holding it vanished). A managed document's unsaved changes, which have no journal, go.
+    public func abandon(_ handle: String) async {
+        guard (try? await waitForSave(handle)) != nil, let document = documents[handle] else { return }
+        stopWatching(handle)
+        if let database = databases.removeValue(forKey: handle) { database.close() }
+        if journals.removeValue(forKey: handle) != nil { journal?.submit(.release(handle: handle)) }
+        recoveries[handle] = nil
+        heldElsewhere[handle] = nil
+        journalRetry[handle] = nil
+        documents[handle] = nil
+        handleByPath[document.path] = nil
+        var closed = document
+        closed.state = [.closed]
+        emit(closed, previous: document.state, reason: .closed)
+    }
+
     /// Closes every document without saving (the server's shutdown): the managed stores' working
-    /// copies and their directory are removed. Answers the paths that had unsaved changes.
+    /// copies and their directory are removed. Answers the paths that had unsaved changes no
+    /// journal keeps (a managed document's; a package's whose journal could not be written).
     @discardableResult
     public func closeAll() async -> [String] {
         // Saves in progress end first (their stores are published from the working copies), and
         // the old trees they left are removed.
         while let running = saving.values.first { await running.value }
         for removal in leftoverRemovals { await removal.value }
-        let unsaved = documents.values.filter(\.hasUnsavedChanges).map(\.path).sorted()
+        let unsaved = documents.values.filter { $0.hasUnsavedChanges && journals[$0.handle] == nil }.map(\.path).sorted()
         for handle in Array(documents.keys) {
             stopWatching(handle)
             databases.removeValue(forKey: handle)?.close()
         }
+        // The journals stay (hot exit: the text store's ``DocumentStore/finishJournals(keep:)``
+        // flushes them, or deletes every one without hot exit); offers are let go.
+        journals = [:]
+        recoveries = [:]
         documents = [:]
         handleByPath = [:]
         workingDirectory?.remove()

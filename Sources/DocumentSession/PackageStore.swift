@@ -42,6 +42,18 @@ public actor PackageStore {
     /// Test hook: behave as if the file system refused `RENAME_EXCHANGE` (the two-rename fallback).
     public var exchangeUnsupported = false
     nonisolated let executor: LoopExecutor
+    /// The text documents' journal writer and directory, shared (PackageStore+Journal.swift): nil
+    /// when unsaved changes are not journaled.
+    let journal: JournalWriter?
+    let journalDirectory: JournalDirectory?
+    /// The journals this store writes, by handle.
+    var journals: [String: PackageActiveJournal] = [:]
+    /// Dead servers' journals offered for open packages.
+    var recoveries: [String: PackageRecoveryOffer] = [:]
+    /// How many live servers hold journals of each open package.
+    var heldElsewhere: [String: Int] = [:]
+    /// After a journal could not be written, when the next one may be tried.
+    var journalRetry: [String: ContinuousClock.Instant] = [:]
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -53,14 +65,21 @@ public actor PackageStore {
         handle.hasPrefix("p") && handle.dropFirst().allSatisfy(\.isNumber) && handle.count > 1
     }
 
+    /// - Parameter journalOf: the text documents' store, whose journal writer (if it has one)
+    ///   writes packages' journals too, in the same directory.
     public init(
         events: @escaping @Sendable (DocumentEvent) -> Void, watchFiles: Bool = true, stateDirectory: String?,
-        executor: LoopExecutor = .shared
+        executor: LoopExecutor = .shared, journalOf store: DocumentStore? = nil
     ) {
         self.events = events
         self.watchFiles = watchFiles
         self.stateDirectory = stateDirectory
         self.executor = executor
+        journal = store?.journal
+        journalDirectory = store?.journalDirectory
+        journal?.setPackageErrorHandler { [weak self] handle, error in
+            Task { await self?.journalFailed(handle, error) }
+        }
     }
 
     /// The known package extensions: a directory with one of them opens as a package without `kind`.
@@ -198,7 +217,19 @@ public actor PackageStore {
         documents[handle] = document
         handleByPath[path] = handle
         startWatching(handle)
-        return (document, tree.recovered)
+        if kind == .package, let directory = journalDirectory {
+            // A dead server's journal of the package: offered (nothing of it applied yet).
+            let writer = journal
+            let fresh = document
+            let scan = await runOnOwnThread {
+                Self.scanJournals(directory, path: path, document: fresh, tree: tree, isOwn: { writer?.owns($0) ?? false })
+            }
+            if documents[handle] != nil {
+                recoveries[handle] = scan.offer
+                heldElsewhere[handle] = scan.held
+            }
+        }
+        return (documents[handle] ?? document, tree.recovered)
     }
 
     /// Creates a package (empty) or a managed document (an empty store with the migrations
@@ -308,7 +339,9 @@ public actor PackageStore {
         try checkVersion(document, version)
         try checkEditable(document)
         try checkWritable(path, in: document)
-        return apply(handle, PackageStep(change: .entry(path: path, before: document.entries[path], after: .bytes(bytes)), label: label), reason: .edited)
+        let version = apply(handle, PackageStep(change: .entry(path: path, before: document.entries[path], after: .bytes(bytes)), label: label), reason: .edited)
+        journalNote(handle, .write(path: path, bytes: bytes, label: label), wasUnsaved: document.hasUnsavedChanges)
+        return version
     }
 
     /// `document/deleteEntry`: removes a file or symbolic link, or an empty directory; a
@@ -323,15 +356,20 @@ public actor PackageStore {
         }
         if document.emptyDirectories.contains(path) {
             // An empty directory: not an undoable step of its own (nothing of the user's is lost).
+            let wasUnsaved = document.hasUnsavedChanges
             document.emptyDirectories.remove(path)
             documents[handle] = document
-            return apply(handle, nil, reason: .edited)
+            let version = apply(handle, nil, reason: .edited)
+            journalNote(handle, .removeDirectory(path: path), wasUnsaved: wasUnsaved)
+            return version
         }
         guard let before = document.entries[path] else {
             if document.isDirectory(path) { throw .entry(.isDirectory(path: path)) }
             throw .entry(.noSuchEntry(path: path))
         }
-        return apply(handle, PackageStep(change: .entry(path: path, before: before, after: nil), label: label), reason: .edited)
+        let version = apply(handle, PackageStep(change: .entry(path: path, before: before, after: nil), label: label), reason: .edited)
+        journalNote(handle, .delete(path: path, label: label), wasUnsaved: document.hasUnsavedChanges)
+        return version
     }
 
     /// Applies a new step (nil: a change outside the history), raises the version, reports a
@@ -339,17 +377,8 @@ public actor PackageStore {
     func apply(_ handle: String, _ step: PackageStep?, reason: DocumentEvent.Reason) -> Int64 {
         guard var document = documents[handle] else { return 0 }
         let wasDirty = document.hasUnsavedChanges
-        if let step {
-            if case .entry(let path, _, let after) = step.change { document.entries[path] = after }
-            document.steps.removeSubrange(document.position...)
-            if let clean = document.cleanPosition, clean > document.position { document.cleanPosition = nil }
-            document.steps.append(step)
-            document.position += 1
-        } else {
-            // Outside the history: no position matches the disk any more.
-            document.cleanPosition = nil
-        }
-        document.version += 1
+        // Outside the history (nil): no position matches the disk any more.
+        document.take(step)
         documents[handle] = document
         if wasDirty != document.hasUnsavedChanges { emit(document, previous: document.state, reason: reason) }
         return document.version
@@ -387,21 +416,20 @@ public actor PackageStore {
         var changes: [EntryChange] = []
         var store = false
         switch document.steps[index].change {
-        case .entry(let path, let before, let after):
-            let content = forward ? after : before
-            document.entries[path] = content
-            changes.append(EntryChange(path: path, change: content == nil ? .deleted : .written))
+        case .entry:
+            if let change = document.stepEntry(forward: forward) { changes.append(change) }
         case .store:
             guard let database = databases[handle] else { throw .wrongKind(handle: handle, kind: document.kind.rawValue, operation: "undo a store step") }
             try database.step(forward: forward)
             store = true
+            document.position += forward ? 1 : -1
+            document.version += 1
         }
-        document.position += forward ? 1 : -1
-        document.version += 1
         documents[handle] = document
         if wasDirty != document.hasUnsavedChanges {
             emit(document, previous: document.state, reason: forward ? .redone : .undone)
         }
+        if !store { journalNote(handle, forward ? .redo : .undo, wasUnsaved: wasDirty) }
         return StepResult(version: document.version, entries: changes, store: store)
     }
 

@@ -140,22 +140,27 @@ public struct JournalDirectory: Sendable {
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
+    /// The name's ending: `.journal` for a text document's journal, `.pjournal` for a package's
+    /// (their records differ: each reader sees only its own).
+    public static func suffix(package: Bool) -> String { package ? ".pjournal" : ".journal" }
+
     /// A new, unused name for a journal of `documentPath`.
-    public static func newName(forPath documentPath: String) -> String {
+    public static func newName(forPath documentPath: String, package: Bool = false) -> String {
         let random = String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        return key(forPath: documentPath) + "-" + String(repeating: "0", count: 16 - random.count) + random + ".journal"
+        return key(forPath: documentPath) + "-" + String(repeating: "0", count: 16 - random.count) + random + suffix(package: package)
     }
 
-    /// The names of every journal file in the directory.
-    public func allNames() -> [String] {
+    /// The names of every journal file in the directory (of text documents, or of packages).
+    public func allNames(package: Bool = false) -> [String] {
         let names = ((try? DocumentNaming.entryNames(in: path)) ?? []).map { String(decoding: $0, as: UTF8.self) }
-        return names.filter { $0.hasSuffix(".journal") && !$0.hasPrefix(".") }.sorted()
+        let suffix = Self.suffix(package: package)
+        return names.filter { $0.hasSuffix(suffix) && !$0.hasPrefix(".") }.sorted()
     }
 
     /// The names of the journal files of `documentPath`.
-    public func names(forPath documentPath: String) -> [String] {
+    public func names(forPath documentPath: String, package: Bool = false) -> [String] {
         let prefix = Self.key(forPath: documentPath) + "-"
-        return allNames().filter { $0.hasPrefix(prefix) }
+        return allNames(package: package).filter { $0.hasPrefix(prefix) }
     }
 
     /// The full path of a name.

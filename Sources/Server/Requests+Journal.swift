@@ -8,9 +8,9 @@ import TextBuffer
 // (Server+Journal.swift).
 
 /// `document/recover` → ``RecoverResult``.
-struct RecoverRequest: RequestType {
+struct RecoverRequest: RequestType, PackageAwareRequest {
     static let method = "document/recover"
-    typealias Result = RecoverResult
+    typealias Result = EitherResult<RecoverResult, PackageRecoverResult>
     var handle: String
 
     init(params: Params) throws(ResponseError) {
@@ -34,8 +34,22 @@ struct RecoverResult: RequestResult {
     }
 }
 
+/// `document/recover` of a package: the entries the recovery wrote or deleted, in place of the
+/// text's edits.
+struct PackageRecoverResult: RequestResult {
+    var result: PackageStore.RecoveryResult
+
+    var json: JSONValue {
+        [
+            "version": .integer(result.version),
+            "entries": .array(result.entries.map { ["path": .string($0.path), "change": .string($0.change.rawValue)] }),
+            "inConflict": .bool(result.inConflict), "hasUnsavedChanges": .bool(result.hasUnsavedChanges),
+        ]
+    }
+}
+
 /// `document/discardRecovery` → `null`.
-struct DiscardRecoveryRequest: RequestType {
+struct DiscardRecoveryRequest: RequestType, PackageAwareRequest {
     static let method = "document/discardRecovery"
     typealias Result = NullResult
     var handle: String
@@ -66,6 +80,17 @@ struct RecoverableResult: RequestResult {
 }
 
 extension Server {
+    /// The `recovery` member of a package's info: a dead server's journal of it waiting.
+    static func json(_ offer: PackageRecoveryOffer) -> JSONValue {
+        [
+            "date": .string(Timestamp.iso8601(nanoseconds: offer.date)), "edits": .integer(Int64(offer.edits)),
+            "version": .integer(offer.version), "fileMatchesBase": .bool(offer.fileMatchesBase),
+            "cut": offer.cut.map { cut in
+                ["offset": .integer(Int64(cut.offset)), "bytes": .integer(Int64(cut.bytes)), "reason": .string(cut.reason)]
+            } ?? .null,
+        ]
+    }
+
     /// The `recovery` member of a document's info: a dead server's journal waiting.
     static func json(_ offer: RecoveryOffer) -> JSONValue {
         [

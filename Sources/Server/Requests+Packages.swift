@@ -253,6 +253,10 @@ struct QueryStoreResult: RequestResult {
 struct PackageInfo: RequestResult {
     var document: PackageDocument
     var recovered: PackageRecovery? = nil
+    /// A dead server's journal of the package, offered (`document/open`).
+    var recovery: PackageRecoveryOffer? = nil
+    /// Live servers hold journals of the package (`document/open`).
+    var editedElsewhere = false
 
     var json: JSONValue {
         var info: JSONObject = [
@@ -274,6 +278,8 @@ struct PackageInfo: RequestResult {
                 "readOnly": .bool(store.readOnly),
             ]
         }
+        if let recovery { info["recovery"] = Server.json(recovery) }
+        if editedElsewhere { info["editedElsewhere"] = true }
         if let recovered {
             info["interruptedSave"] = ["outcome": .string(recovered.outcome.rawValue), "removed": .array(recovered.removed.map { .string($0) })]
         }

@@ -29,8 +29,22 @@ extension Server {
         }
     }
 
-    /// `workspace/recoverable`: every journal waiting to be recovered.
+    /// `document/recover` of a package: its entries and undo history as the dead server's journal
+    /// left them.
+    func recoverPackage(_ handle: String) async throws(ResponseError) -> PackageRecoverResult {
+        PackageRecoverResult(result: try await packageCall { () throws(DocumentError) in try await packages.recover(handle) })
+    }
+
+    /// `document/discardRecovery` of a package.
+    func discardPackageRecovery(_ handle: String) async throws(ResponseError) -> NullResult {
+        try await packageCall { () throws(DocumentError) in try await packages.discardRecovery(handle) }
+        return NullResult()
+    }
+
+    /// `workspace/recoverable`: every journal waiting to be recovered, text documents' and
+    /// packages', newest first.
     func recoverable(_ params: RecoverableRequest) async -> RecoverableResult {
-        RecoverableResult(journals: await store.recoverable())
+        let journals = await store.recoverable() + (await packages.recoverable())
+        return RecoverableResult(journals: journals.sorted { ($0.date, $0.path) > ($1.date, $1.path) })
     }
 }

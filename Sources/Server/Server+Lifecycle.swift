@@ -163,8 +163,9 @@ extension Server {
         if await !store.keepUndoHistories(within: .seconds(10)) {
             logger.warning("undo histories not all written by shutdown's deadline (10 s)")
         }
-        // Package and managed documents are not journaled: what they have unsaved ends here, and
-        // the managed stores' working copies go with their directory.
+        // Packages' journals went with the text documents' above (kept with hot exit, else
+        // deleted). Managed documents are not journaled: what they have unsaved ends here, and the
+        // managed stores' working copies go with their directory.
         let unsaved = await packages.closeAll()
         if !unsaved.isEmpty { logger.warning("package documents closed with unsaved changes (not journaled): \(unsaved.joined(separator: ", "))") }
         return NullResult()

@@ -70,7 +70,9 @@ extension Server {
             try await packages.open(path: target.path, kind: kind, storeOptions: params.storeOptions ?? StoreOptions())
         }
         holdPackage(document)
-        return PackageInfo(document: document, recovered: recovered)
+        return PackageInfo(
+            document: document, recovered: recovered, recovery: await packages.recoveryOffer(document.handle),
+            editedElsewhere: await packages.journalsHeldElsewhere(document.handle) > 0)
     }
 
     /// `document/create` of a package or managed document.

@@ -62,15 +62,15 @@ extension Server {
     }
 
     /// Ends every hold of this connection (its shutdown, its end): a document it held alone
-    /// closes, without saving; its unsaved text stays in its journal with `keepJournals` (the
-    /// client vanished, or hot exit), else it is dropped. Package documents, which have no
+    /// closes, without saving; its unsaved changes stay in its journal with `keepJournals` (the
+    /// client vanished, or hot exit), else they are dropped. Managed documents, which have no
     /// journal, close dropping what they had unsaved.
     func releaseAllHolds(keepJournals: Bool) async {
         guard let membership else { return }
         for handle in membership.hub.held(membership.id).sorted() {
             guard membership.hub.release(membership.id, handle) == 0 else { continue }
             if PackageStore.isPackageHandle(handle) {
-                _ = try? await packages.close(handle, discard: true)
+                if keepJournals { await packages.abandon(handle) } else { _ = try? await packages.close(handle, discard: true) }
             } else if keepJournals {
                 await store.abandon(handle)
             } else {

@@ -184,7 +184,7 @@ public actor Server: MessageHandler {
             journal: journal, journalUnavailableReason: journal == nil ? journalUnavailable : nil)
         let packages = PackageStore(
             events: packageEvents, watchFiles: configuration.watchFiles, stateDirectory: configuration.stateDirectory,
-            executor: store.executor)
+            executor: store.executor, journalOf: store)
         return Stores(store: store, packages: packages)
     }
 
@@ -306,8 +306,14 @@ public actor Server: MessageHandler {
         RequestEntry(MoveAllToStorageRequest.self) { server, params, context throws(ResponseError) in .now(try await server.moveAllToStorage(params, context)) },
         RequestEntry(QueryRequest.self) { server, params, context throws(ResponseError) in .now(try await server.query(params, context)) },
         RequestEntry(StopQueryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.stopQuery(params)) },
-        RequestEntry(RecoverRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.recover(params)) },
-        RequestEntry(DiscardRecoveryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.discardRecovery(params)) },
+        RequestEntry(RecoverRequest.self) { server, params, _ throws(ResponseError) in
+            if server.isPackage(params.handle) { return .now(.package(try await server.recoverPackage(params.handle))) }
+            return .now(.text(try await server.recover(params)))
+        },
+        RequestEntry(DiscardRecoveryRequest.self) { server, params, _ throws(ResponseError) in
+            if server.isPackage(params.handle) { return .now(try await server.discardPackageRecovery(params.handle)) }
+            return .now(try await server.discardRecovery(params))
+        },
         RequestEntry(RecoverableRequest.self) { server, params, _ in .now(await server.recoverable(params)) },
         RequestEntry(SetClientStateRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.setClientState(params)) },
         RequestEntry(SnapshotSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.snapshotSession(params)) },

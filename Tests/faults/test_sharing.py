@@ -305,6 +305,25 @@ def test_a_client_that_vanishes_leaves_its_unsaved_text_in_the_journal(sandbox, 
     assert path.read_text() == "saved\n"
 
 
+def test_a_client_that_vanishes_leaves_its_packages_unsaved_entries_in_the_journal(sandbox, daemon) -> None:
+    package = sandbox.docs / "vanish.textbundle"
+    package.mkdir()
+    (package / "text.md").write_text("saved\n")
+    alpha = daemon.client("alpha", flushDelay=10)
+    info = alpha.call("document/open", {"uri": uri(package)})
+    alpha.call("document/writeEntry", {"document": info["document"], "path": "text.md", "text": "unsaved\n", "label": "Type"})
+    alpha.kill()
+    gamma = daemon.client("gamma")
+    wait_until(lambda: [j for j in gamma.call("workspace/recoverable", {})["journals"] if j["uri"] == uri(package)],
+               timeout=20, what="the package's journal listed as recoverable")
+    opened = gamma.call("document/open", {"uri": uri(package)})
+    assert opened["recovery"]["edits"] == 1 and opened["recovery"]["fileMatchesBase"] is True, opened
+    recovered = gamma.call("document/recover", {"document": opened["document"]})
+    assert recovered["entries"] == [{"path": "text.md", "change": "written"}] and recovered["hasUnsavedChanges"] is True
+    assert gamma.call("document/readEntry", {"document": opened["document"], "path": "text.md"})["text"] == "unsaved\n"
+    assert (package / "text.md").read_text() == "saved\n"
+
+
 class Typist:
     """A client that types into a shared document the way an editor would over a slow link:
     bursts of pipelined edits, each at the version it predicts, against its own copy of the text.

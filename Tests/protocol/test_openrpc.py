@@ -1371,6 +1371,71 @@ def test_recovery_traffic_validates(tmp_path: Path) -> None:
         validate_server_message(message)
 
 
+def test_package_recovery_traffic_validates(tmp_path: Path) -> None:
+    """README §13.7: a package's journal recovered, whose messages the transcripts cannot show: the
+    `recovery` of the package's info, workspace/recoverable, document/recover's PackageRecoverResult
+    and its stateChanged `recovered` validate against the document."""
+    state = tmp_path / "state"
+    package = tmp_path / "notes.textbundle"
+    package.mkdir()
+    (package / "text.md").write_text("# Notes\n")
+    args = ("--state-dir", str(state))
+    options = {"initializationOptions": {"flushDelay": 0}}
+    traffic: list[Any] = []
+    package_uri = "file://" + str(package)
+
+    def call(client: RpcClient, method_name: str, params: Any = None) -> Any:
+        response, before = client.request(method_name, params) if params is not None else client.request(method_name)
+        traffic.extend(before + [response])
+        assert "result" in response, f"{method_name} failed: {response.get('error')}"
+        validate_result(method_name, response["result"])
+        return response["result"]
+
+    def journaled() -> bool:
+        """Whether the package's journal holds version 3 (its last record's version, whole)."""
+        names = os.listdir(state / "journal") if (state / "journal").is_dir() else []
+        for name in (n for n in names if n.endswith(".pjournal")):
+            data, offset, last = (state / "journal" / name).read_bytes(), 8, None
+            while offset + 9 <= len(data):
+                length = int.from_bytes(data[offset + 4: offset + 8], "little")
+                if offset + 9 + length > len(data):
+                    break
+                last = data[offset + 9: offset + 17]
+                offset += 9 + length
+            if last is not None and int.from_bytes(last, "little") == 3:
+                return True
+        return False
+
+    with RpcClient(need_binary(), args=args) as first:
+        first.initialize(options)
+        first.notify("initialized")
+        handle = call(first, "document/open", {"uri": package_uri})["document"]
+        call(first, "document/writeEntry", {"document": handle, "path": "text.md", "text": "# Notes, unsaved\n", "label": "Type"})
+        call(first, "document/writeEntry", {"document": handle, "path": "assets/a.bin", "base64": "AAE="})
+        deadline = time.monotonic() + 30
+        while not journaled():
+            assert time.monotonic() < deadline, "no package journal within 30 s"
+            time.sleep(0.01)
+        killed(first)
+    with RpcClient(need_binary(), args=args) as client:
+        client.initialize(options)
+        client.notify("initialized")
+        (waiting,) = call(client, "workspace/recoverable")["journals"]
+        assert (waiting["uri"], waiting["edits"], waiting["version"]) == (package_uri, 2, 3), waiting
+        info = call(client, "document/open", {"uri": package_uri})
+        assert info["recovery"]["fileMatchesBase"] is True and info["recovery"]["edits"] == 2, info
+        recovered = call(client, "document/recover", {"document": info["document"]})
+        assert recovered == {"version": 3, "inConflict": False, "hasUnsavedChanges": True,
+                             "entries": [{"path": "assets/a.bin", "change": "written"}, {"path": "text.md", "change": "written"}]}
+        assert [c["reason"] for c in state_changes(traffic, info["document"])][-1] == "recovered"
+        undone = call(client, "document/undo", {"document": info["document"]})
+        assert undone["entries"] == [{"path": "assets/a.bin", "change": "deleted"}]
+        assert call(client, "document/state", {"document": info["document"]})["undoLabel"] == "Type"
+        assert client.shutdown_and_exit() == 0
+    for message in traffic:
+        validate_server_message(message)
+
+
 # ------------------------------------------------------------------------------------------------
 # The README: its error-code table and its wire transcripts
 

@@ -1,0 +1,302 @@
+import FileStore
+import SystemCalls
+
+// The journal of packages' unsaved changes (PackageJournal.swift; protocol/README.md §13.7), kept as
+// the text journal is kept (DocumentStore+Journal.swift): a package has a journal exactly while it
+// has unsaved changes; the first change of a package in sync with its tree starts one, every change
+// after appends a record, a save, revert or reload that brings it back in sync deletes it, and a
+// change of its base while changes stay unsaved starts it again from the entries it holds. A dead
+// server's journal of a package is offered when the package is opened, and recovered or discarded
+// as a text document's is.
+//
+// Managed documents are not journaled: their changes are SQLite transactions in the store's working
+// copy, which a journal of entries cannot replay.
+
+/// A package's journal this store writes, as the store knows it.
+struct PackageActiveJournal {
+    var name: String
+    var bytes: Int
+    /// Past this many bytes, the journal starts again from the entries the package holds.
+    var limit: Int
+    /// The undo history a replay of the journal rebuilds: its steps and position. An undo or redo
+    /// the replay could not repeat (of a step from before the journal started) starts it again.
+    var steps: Int
+    var position: Int
+}
+
+/// A dead server's journal of a package this store opened: offered until recovered, discarded or
+/// the package is closed.
+public struct PackageRecoveryOffer: Sendable {
+    /// When the journal was last written (nanoseconds since 1970).
+    public var date: Int64
+    /// The changes it holds.
+    public var edits: Int
+    /// Whether the package's tree on disk is still the journal's base (else recovering makes a
+    /// conflict).
+    public var fileMatchesBase: Bool
+    /// The version the document had when the journal ended.
+    public var version: Int64
+    /// What was cut at the journal's end, never guessed at.
+    public var cut: JournalFraming.Cut?
+    let claimed: ClaimedJournal
+    var journal: RecoveredPackageJournal
+}
+
+extension PackageStore {
+    /// Whether unsaved changes of packages are journaled.
+    public var journaling: Bool { journal != nil }
+
+    // MARK: - Writing
+
+    /// After a change of the package (`op`): appends it, or starts, restarts or deletes the journal.
+    /// `wasUnsaved`: whether the package had unsaved changes before.
+    func journalNote(_ handle: String, _ op: PackageJournalOp, wasUnsaved: Bool) {
+        guard let writer = journal, let document = documents[handle], document.kind == .package else { return }
+        guard document.hasUnsavedChanges else {
+            dropJournal(handle)
+            return
+        }
+        if var active = journals[handle], active.bytes < active.limit, active.follow(op) {
+            active.bytes += PackageJournalCodec.size(of: op)
+            journals[handle] = active
+            let version = document.version
+            writer.submit(.appendRecords(handle: handle, records: PackageJournalCodec.change(op, version: version, unsaved: true)))
+            return
+        }
+        if journals[handle] == nil, let retry = journalRetry[handle], ContinuousClock.now < retry { return }
+        journalRetry[handle] = nil
+        // A new step of a package in sync just before: the journal's base is the tree on disk, and
+        // the change follows as a record (an undo after a recovery goes back to the base). Else
+        // the journal starts from every entry the package holds.
+        let undoOrRedo = op == .undo || op == .redo
+        startJournal(handle, then: !undoOrRedo && !wasUnsaved && journals[handle] == nil ? op : nil)
+    }
+
+    /// Starts the package's journal (again): a header naming its tree on disk, then `op` as its
+    /// first change, or (nil) a state record of every entry it holds now.
+    func startJournal(_ handle: String, then op: PackageJournalOp?) {
+        guard let writer = journal, let document = documents[handle], document.kind == .package, document.hasUnsavedChanges else { return }
+        let name = JournalDirectory.newName(forPath: document.path, package: true)
+        let header = PackageJournalHeader(
+            path: document.path, created: DocumentStore.now(), etag: document.signature.etag,
+            version: op == nil ? document.version : document.version - 1)
+        let unsavedBytes = document.unsavedBytes
+        var active = PackageActiveJournal(name: name, bytes: 0, limit: PackageActiveJournal.limit(unsavedBytes), steps: 0, position: 0)
+        var records = PackageJournalCodec.header(header)
+        if let op {
+            _ = active.follow(op)
+            records += PackageJournalCodec.change(op, version: document.version, unsaved: true)
+        } else {
+            // Past what one record holds: not journaled (a state of more than 4 GiB in memory).
+            guard unsavedBytes < JournalFraming.maxPayload / 2 else { return }
+            let entries = document.entries.keys.sorted().map { path -> (path: String, entry: PackageJournalState.Entry) in
+                if case .bytes(let bytes) = document.entries[path]! { return (path, .bytes(bytes)) }
+                return (path, .onDisk)
+            }
+            records += PackageJournalCodec.state(PackageJournalState(
+                version: document.version, unsaved: true, entries: entries, emptyDirectories: document.emptyDirectories.sorted()))
+        }
+        active.bytes = records.count
+        journals[handle] = active
+        writer.submit(.startRecords(handle: handle, name: name, records: records))
+    }
+
+    /// The package is in sync with its tree, or closed: its journal goes.
+    func dropJournal(_ handle: String) {
+        guard let writer = journal, journals.removeValue(forKey: handle) != nil else { return }
+        writer.submit(.drop(handle: handle))
+    }
+
+    /// After a change of the package's base (a save, a conflict resolved to `mine`): the journal
+    /// goes when nothing is unsaved, else starts again from the entries.
+    func journalBaseChanged(_ handle: String) {
+        guard journal != nil, let document = documents[handle], document.kind == .package else { return }
+        if document.hasUnsavedChanges { startJournal(handle, then: nil) } else { dropJournal(handle) }
+    }
+
+    /// The writer could not write the package's journal: the next change starts a new one, after a
+    /// pause (on a full disk every change would otherwise write every entry again).
+    func journalFailed(_ handle: String, _ error: FileSystemError?) {
+        guard error != nil else { return }
+        journals[handle] = nil
+        journalRetry[handle] = .now + .seconds(5)
+        guard let document = documents[handle] else { return }
+        events(DocumentEvent(
+            handle: handle, path: document.path, version: document.version, state: document.state,
+            previousState: document.state, hasUnsavedChanges: document.hasUnsavedChanges, reason: .journalFailed,
+            error: error.map { .fileSystem($0) }, autosave: false))
+    }
+
+    // MARK: - Recovery
+
+    /// Looks for dead servers' journals of the package at `path`, whose tree was just read (blocks:
+    /// runs on the open's thread). A journal that replays to no unsaved change is deleted quietly,
+    /// and so is one with nothing whole in it; of the others, the newest is offered.
+    static func scanJournals(
+        _ directory: JournalDirectory, path: String, document: PackageDocument, tree: DiskTree, isOwn: (String) -> Bool
+    ) -> (offer: PackageRecoveryOffer?, held: Int) {
+        var found: [PackageRecoveryOffer] = []
+        var held = 0
+        for name in directory.names(forPath: path, package: true) where !isOwn(name) {
+            guard let claimed = directory.claim(name) else {
+                if FileIdentity.current(path: directory.path(of: name)) != nil { held += 1 }
+                continue
+            }
+            guard var journal = RecoveredPackageJournal.read(claimed.bytes) else {
+                claimed.remove()
+                continue
+            }
+            guard journal.header.path == path else { continue }
+            let replayed = journal.replay(onto: document, tree: tree.entries)
+            if !replayed.hasUnsavedChanges {
+                claimed.remove()
+                continue
+            }
+            found.append(PackageRecoveryOffer(
+                date: claimed.modified, edits: replayed.edits, fileMatchesBase: journal.header.etag == tree.signature.etag,
+                version: journal.version, cut: journal.cut, claimed: claimed, journal: journal))
+        }
+        return (found.max { $0.date < $1.date }, held)
+    }
+
+    /// The recovery waiting for the package, if any.
+    public func recoveryOffer(_ handle: String) -> PackageRecoveryOffer? { recoveries[handle] }
+
+    /// How many live servers hold journals of the package (they have unsaved changes to it).
+    public func journalsHeldElsewhere(_ handle: String) -> Int { heldElsewhere[handle] ?? 0 }
+
+    /// What `document/recover` did to a package.
+    public struct RecoveryResult: Sendable {
+        public var version: Int64
+        /// The entries the recovery wrote or deleted.
+        public var entries: [EntryChange]
+        public var inConflict: Bool
+        public var hasUnsavedChanges: Bool
+    }
+
+    /// Brings back the unsaved changes of a dead server's journal of the package, with their undo
+    /// history (undo goes back to the journal's base). When the tree on disk is no longer the base,
+    /// the package comes back in conflict (`mine` keeps the recovered entries, `theirs` takes the
+    /// disk's). The journal becomes the package's.
+    public func recover(_ handle: String) async throws(DocumentError) -> RecoveryResult {
+        try await waitForSave(handle)
+        var document = try document(handle)
+        guard var offer = recoveries[handle] else { throw .noRecovery(handle: handle) }
+        try checkEditable(document)
+        if document.hasUnsavedChanges || document.state.contains(.inConflict) {
+            throw .unsavedChanges(handle: handle, path: document.path, reason: "recovering would replace them: save or revert first")
+        }
+        // Replayed onto the entries as they are now (the package is in sync with its tree).
+        let replayed = offer.journal.replay(onto: document, tree: document.entries)
+        recoveries[handle] = nil
+        var changes: [EntryChange] = []
+        for (path, content) in replayed.entries where document.entries[path] != content {
+            changes.append(EntryChange(path: path, change: .written))
+        }
+        for path in document.entries.keys where replayed.entries[path] == nil {
+            changes.append(EntryChange(path: path, change: .deleted))
+        }
+        changes.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        let previous = document.state
+        document.entries = replayed.entries
+        document.emptyDirectories = replayed.emptyDirectories
+        document.steps = replayed.steps
+        document.position = replayed.position
+        document.cleanPosition = replayed.cleanPosition
+        document.version = max(offer.journal.version, document.version + 1)
+        if !offer.fileMatchesBase {
+            // Theirs is the tree on disk; a save is refused until the conflict is resolved.
+            document.cleanPosition = nil
+            document.theirSignature = document.signature
+            document.state.insert(.inConflict)
+        }
+        documents[handle] = document
+        // The dead journal becomes the package's (cut at its last whole record), when its base is
+        // the tree on disk; else a new one starts from the recovered entries.
+        if let writer = journal, document.hasUnsavedChanges {
+            if offer.fileMatchesBase {
+                journals[handle] = PackageActiveJournal(
+                    name: offer.claimed.name, bytes: offer.journal.length, limit: PackageActiveJournal.limit(document.unsavedBytes),
+                    steps: replayed.steps.count, position: replayed.position)
+                writer.submit(.adopt(handle: handle, journal: offer.claimed, length: offer.journal.length))
+            } else {
+                startJournal(handle, then: nil)
+                offer.claimed.remove()
+            }
+        } else {
+            offer.claimed.remove()
+        }
+        emit(document, previous: previous, reason: .recovered)
+        return RecoveryResult(
+            version: document.version, entries: changes, inConflict: !offer.fileMatchesBase, hasUnsavedChanges: document.hasUnsavedChanges)
+    }
+
+    /// Deletes the dead server's journal offered for the package.
+    public func discardRecovery(_ handle: String) throws(DocumentError) {
+        _ = try document(handle)
+        guard let offer = recoveries.removeValue(forKey: handle) else { throw .noRecovery(handle: handle) }
+        offer.claimed.remove()
+    }
+
+    /// Every package journal waiting to be recovered: those offered for open packages, and dead
+    /// servers' journals of packages not open here (read on a thread of its own).
+    public func recoverable() async -> [RecoverableJournal] {
+        guard let directory = journalDirectory else { return [] }
+        var items = recoveries.compactMap { handle, offer -> RecoverableJournal? in
+            guard let document = documents[handle] else { return nil }
+            return RecoverableJournal(path: document.path, date: offer.date, edits: offer.edits, version: offer.version, open: true)
+        }
+        let offered = Set(recoveries.values.map(\.claimed.name))
+        let writer = journal
+        let found = await runOnOwnThread { () -> [RecoverableJournal] in
+            var found: [RecoverableJournal] = []
+            for name in directory.allNames(package: true) where !offered.contains(name) && !(writer?.owns(name) ?? false) {
+                guard let claimed = directory.claim(name), let journal = RecoveredPackageJournal.read(claimed.bytes) else { continue }
+                // The changes as recorded (a replay needs the tree; the offer at the open counts those that fit).
+                let edits = journal.changes.count + (journal.state == nil ? 0 : 1)
+                found.append(RecoverableJournal(path: journal.header.path, date: claimed.modified, edits: edits, version: journal.version, open: false))
+            }
+            return found
+        }
+        items += found.map { item in
+            var item = item
+            item.open = handleByPath[item.path] != nil
+            return item
+        }
+        return items
+    }
+}
+
+extension PackageDocument {
+    /// The bytes of the entries written and not saved.
+    var unsavedBytes: Int {
+        entries.values.reduce(0) { sum, content in
+            if case .bytes(let bytes) = content { return sum + bytes.count }
+            return sum
+        }
+    }
+}
+
+extension PackageActiveJournal {
+    /// The bound of a journal started with `unsavedBytes` of entries held: 32 MiB, plus twice those.
+    static func limit(_ unsavedBytes: Int) -> Int { (32 << 20) + 2 * unsavedBytes }
+
+    /// Follows `op` in the history a replay rebuilds; false when a replay could not repeat it (an
+    /// undo or redo past what the journal holds).
+    mutating func follow(_ op: PackageJournalOp) -> Bool {
+        switch op {
+        case .write, .delete:
+            steps = position + 1
+            position += 1
+        case .removeDirectory:
+            break
+        case .undo:
+            guard position > 0 else { return false }
+            position -= 1
+        case .redo:
+            guard position < steps else { return false }
+            position += 1
+        }
+        return true
+    }
+}

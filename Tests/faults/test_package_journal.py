@@ -1,0 +1,449 @@
+"""The journal of packages' unsaved changes (protocol/README.md §13.7), end to end over stdio with the
+built binary.
+
+A package (`kind: "package"`, a `.textbundle`) with unsaved changes has a journal in the state
+directory, `<state>/journal/<XXH64 of the path>-<random>.pjournal`, exactly while it has them: entries
+written and deleted, undos and redos are appended as they happen; a save, revert or reload in sync
+deletes it. A server killed with SIGKILL leaves it; the next `document/open` of the package offers it
+(`recovery`), `document/recover` brings the entries and the undo history back, and
+`document/discardRecovery` drops it. The tests read the journal's framing (the text journal's: magic
+`DSJRNL1\\n`, records `crc32c u32 | length u32 | type u8 | payload`) to wait until a change is on disk,
+never for a time.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import struct
+from pathlib import Path
+
+import pytest
+
+from faultkit import uri, wait_until, write_file
+from test_packages import make_bundle, tree
+
+NO_RECOVERY = -32025
+UNSAVED_CHANGES = -32023
+CHANGED_ON_DISK = -32017
+
+MAGIC = b"DSJRNL1\n"
+HEADER, STATE, CHANGE = 1, 3, 4
+
+
+def records(data: bytes) -> tuple[list[tuple[int, int, bytes]], int | None]:
+    """(offset, type, payload) of each whole record (lengths only), and where a torn one starts."""
+    assert data.startswith(MAGIC), data[:16]
+    found, offset = [], len(MAGIC)
+    while offset < len(data):
+        if len(data) - offset < 9:
+            return found, offset
+        _, length, kind = struct.unpack_from("<IIB", data, offset)
+        if len(data) - offset - 9 < length:
+            return found, offset
+        found.append((offset, kind, data[offset + 9: offset + 9 + length]))
+        offset += 9 + length
+    return found, None
+
+
+def package_journals(state: Path) -> list[Path]:
+    directory = state / "journal"
+    if not directory.is_dir():
+        return []
+    return sorted(directory / n for n in os.listdir(directory) if n.endswith(".pjournal") and not n.startswith("."))
+
+
+def last_version(data: bytes) -> int | None:
+    versions = [struct.unpack_from("<q", payload)[0] for _, kind, payload in records(data)[0] if kind in (STATE, CHANGE)]
+    return versions[-1] if versions else None
+
+
+def wait_for_journal(state: Path, version: int) -> bytes:
+    """Waits until the state directory holds one package journal whose whole records end at `version`."""
+    found: list[bytes] = []
+
+    def ready() -> bool:
+        files = package_journals(state)
+        if len(files) != 1:
+            return False
+        try:
+            data = files[0].read_bytes()
+        except FileNotFoundError:
+            return False
+        if records(data)[1] is None and last_version(data) == version:
+            found[:] = [data]
+            return True
+        return False
+
+    wait_until(ready, timeout=30, what=f"a package journal at version {version} in {state / 'journal'}")
+    return found[0]
+
+
+def wait_for_no_journal(state: Path) -> None:
+    wait_until(lambda: package_journals(state) == [], timeout=30, what="the package journal's deletion")
+
+
+def serve(sandbox, state: Path, **options):
+    initialization = {"initializationOptions": options} if options else {}
+    return sandbox.start(args=("serve", "--state-dir", str(state)), initialization=initialization)
+
+
+def kill(server) -> None:
+    os.kill(server.pid, signal.SIGKILL)
+    server.rpc.process.wait(timeout=30)
+
+
+def write(server, handle: str, path: str, data: bytes | str, label: str | None = None) -> int:
+    params = {"document": handle, "path": path}
+    params.update({"text": data} if isinstance(data, str) else {"base64": base64.b64encode(data).decode()})
+    if label:
+        params["label"] = label
+    return server.call("document/writeEntry", params)["version"]
+
+
+def entry(server, handle: str, path: str) -> str:
+    return server.call("document/readEntry", {"document": handle, "path": path})["text"]
+
+
+def edit_and_kill(sandbox, state: Path, package: Path) -> None:
+    """A server that writes text.md, adds assets/new.bin, deletes info.json (versions 2 to 4), is
+    killed once the journal holds the last, and leaves the package on disk untouched."""
+    server = serve(sandbox, state)
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    write(server, handle, "text.md", "# Notes\n\nChanged\n", label="Typing")
+    write(server, handle, "assets/new.bin", b"\x00\xff\x10", label="Add image")
+    assert server.call("document/deleteEntry", {"document": handle, "path": "info.json", "label": "Delete info"}) == {"version": 4}
+    wait_for_journal(state, 4)
+    kill(server)
+
+
+def test_a_killed_servers_package_changes_are_offered_recovered_with_their_undo_history_and_saved(sandbox):
+    package = make_bundle(sandbox.docs)
+    before = tree(package)
+    state = sandbox.root / "state"
+    edit_and_kill(sandbox, state, package)
+    assert tree(package) == before, "nothing reached the package itself"
+    assert len(package_journals(state)) == 1
+
+    server = serve(sandbox, state)
+    listed = server.call("workspace/recoverable", {})["journals"]
+    assert [(j["uri"], j["edits"], j["version"], j["open"]) for j in listed] == [(uri(package), 3, 4, False)], listed
+    info = server.call("document/open", {"uri": uri(package)})
+    handle = info["document"]
+    assert info["hasUnsavedChanges"] is False and info["version"] == 1
+    offer = info["recovery"]
+    assert (offer["edits"], offer["version"], offer["fileMatchesBase"], offer["cut"]) == (3, 4, True, None), offer
+    assert server.call("workspace/recoverable", {})["journals"][0]["open"] is True
+    # Nothing is applied before the client asks.
+    assert entry(server, handle, "text.md") == "# Notes\n\nFirst line\n"
+
+    reply = server.request("document/recover", {"document": handle})
+    assert reply.result == {
+        "version": 4, "inConflict": False, "hasUnsavedChanges": True,
+        "entries": [{"path": "assets/new.bin", "change": "written"}, {"path": "info.json", "change": "deleted"},
+                    {"path": "text.md", "change": "written"}],
+    }, reply.result
+    assert [n["params"]["reason"] for n in reply.notifications if n["method"] == "document/stateChanged"] == ["recovered"]
+    assert entry(server, handle, "text.md") == "# Notes\n\nChanged\n"
+    state_now = server.call("document/state", {"document": handle})
+    assert state_now["undoLabel"] == "Delete info" and state_now["hasUnsavedChanges"] is True
+    assert "info.json" not in [e["path"] for e in state_now["entries"]]
+
+    # Undo goes back step by step to the package on disk, and no further; redo comes back.
+    assert server.call("document/undo", {"document": handle})["entries"] == [{"path": "info.json", "change": "written"}]
+    assert server.call("document/undo", {"document": handle})["entries"] == [{"path": "assets/new.bin", "change": "deleted"}]
+    assert server.call("document/undo", {"document": handle})["entries"] == [{"path": "text.md", "change": "written"}]
+    clean = server.call("document/state", {"document": handle})
+    assert clean["hasUnsavedChanges"] is False and clean["canUndo"] is False and clean["version"] == 7
+    wait_for_no_journal(state)  # back in sync: nothing to keep
+    for _ in range(3):
+        server.call("document/redo", {"document": handle})
+    wait_for_journal(state, 10)
+
+    # The recovered changes save like any others, and the journal goes.
+    assert server.save(handle).result["version"] == 10
+    wait_for_no_journal(state)
+    assert tree(package) == {"assets": None, "assets/pixel.png": before["assets/pixel.png"],
+                             "assets/new.bin": b"\x00\xff\x10", "text.md": b"# Notes\n\nChanged\n"}
+
+
+def test_a_recovered_journal_is_appended_to_and_survives_a_second_kill(sandbox):
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    edit_and_kill(sandbox, state, package)
+    server = serve(sandbox, state)
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    server.call("document/recover", {"document": handle})
+    assert write(server, handle, "later.txt", "after the recovery\n") == 5
+    wait_for_journal(state, 5)
+    kill(server)
+
+    third = serve(sandbox, state)
+    info = third.call("document/open", {"uri": uri(package)})
+    assert (info["recovery"]["edits"], info["recovery"]["version"]) == (4, 5), info["recovery"]
+    third.call("document/recover", {"document": info["document"]})
+    assert entry(third, info["document"], "later.txt") == "after the recovery\n"
+    assert entry(third, info["document"], "text.md") == "# Notes\n\nChanged\n"
+    recovered = third.call("document/state", {"document": info["document"]})
+    assert recovered["canUndo"] is True and "undoLabel" not in recovered  # its step had no label
+
+
+def test_a_package_changed_on_disk_after_the_kill_recovers_in_conflict(sandbox):
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    edit_and_kill(sandbox, state, package)
+    write_file(package / "theirs.txt", "another program's\n")
+
+    server = serve(sandbox, state)
+    info = server.call("document/open", {"uri": uri(package)})
+    handle = info["document"]
+    assert info["recovery"]["fileMatchesBase"] is False
+    result = server.call("document/recover", {"document": handle})
+    assert result["inConflict"] is True and result["hasUnsavedChanges"] is True
+    assert "inConflict" in server.call("document/state", {"document": handle})["state"]
+    refused = server.save(handle)
+    assert refused.error is not None and refused.error["code"] == CHANGED_ON_DISK, refused
+    assert tree(package)["text.md"] == b"# Notes\n\nFirst line\n"
+    # Mine: the recovered entries over their tree (their new entry is kept: it was on disk).
+    server.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
+    assert "result" in server.save(handle).response
+    saved = tree(package)
+    assert saved["text.md"] == b"# Notes\n\nChanged\n" and saved["theirs.txt"] == b"another program's\n"
+    assert "info.json" not in saved
+    wait_for_no_journal(state)
+
+
+def test_saves_reverts_closes_and_undo_to_the_clean_point_delete_the_journal_and_a_clean_package_has_none(sandbox):
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    server = serve(sandbox, state)
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    assert package_journals(state) == []
+    write(server, handle, "text.md", "one\n")
+    wait_for_journal(state, 2)
+    server.call("document/undo", {"document": handle})
+    wait_for_no_journal(state)
+    server.call("document/redo", {"document": handle})
+    wait_for_journal(state, 4)
+    server.call("document/revert", {"document": handle})
+    wait_for_no_journal(state)
+    write(server, handle, "text.md", "two\n")
+    wait_for_journal(state, 6)
+    server.save(handle)
+    wait_for_no_journal(state)
+    write(server, handle, "text.md", "three\n")
+    wait_for_journal(state, 7)
+    server.call("document/close", {"document": handle, "save": "never"})
+    wait_for_no_journal(state)
+    assert tree(package)["text.md"] == b"two\n"
+
+
+def test_undo_past_a_save_restarts_the_journal_from_the_entries_and_recovers_the_same(sandbox):
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    server = serve(sandbox, state)
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    write(server, handle, "info.json", "{}\n", label="First")
+    write(server, handle, "text.md", "saved\n", label="Save me")
+    server.save(handle)
+    wait_for_no_journal(state)
+    # Before the save's point: the journal cannot replay that undo from the disk, so it starts from
+    # every entry (a state record).
+    server.call("document/undo", {"document": handle})
+    data = wait_for_journal(state, 4)
+    assert [kind for _, kind, _ in records(data)[0]] == [HEADER, STATE]
+    # And once more: a step from before the journal began, so it starts again.
+    server.call("document/undo", {"document": handle})
+    data = wait_for_journal(state, 5)
+    assert [kind for _, kind, _ in records(data)[0]] == [HEADER, STATE]
+    write(server, handle, "extra.txt", "x\n")
+    wait_for_journal(state, 6)
+    kill(server)
+
+    again = serve(sandbox, state)
+    info = again.call("document/open", {"uri": uri(package)})
+    assert info["recovery"]["version"] == 6 and info["recovery"]["fileMatchesBase"] is True
+    result = again.call("document/recover", {"document": info["document"]})
+    assert result["entries"] == [{"path": "extra.txt", "change": "written"}, {"path": "info.json", "change": "written"},
+                                 {"path": "text.md", "change": "written"}]
+    assert entry(again, info["document"], "info.json") == '{"version": 2}\n'
+    assert entry(again, info["document"], "text.md") == "# Notes\n\nFirst line\n"
+    assert entry(again, info["document"], "extra.txt") == "x\n"
+
+
+def test_a_torn_tail_recovers_up_to_the_record_before_and_says_what_was_cut(sandbox):
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    edit_and_kill(sandbox, state, package)
+    path = package_journals(state)[0]
+    data = path.read_bytes()
+    last_offset = records(data)[0][-1][0]
+    path.write_bytes(data[: last_offset + 5])  # inside the last record (the deletion)
+
+    server = serve(sandbox, state)
+    info = server.call("document/open", {"uri": uri(package)})
+    offer = info["recovery"]
+    assert (offer["edits"], offer["version"]) == (2, 3), offer
+    assert offer["cut"] == {"offset": last_offset, "bytes": 5, "reason": "torn"}
+    server.call("document/recover", {"document": info["document"]})
+    assert entry(server, info["document"], "info.json") == '{"version": 2}\n'
+    assert entry(server, info["document"], "text.md") == "# Notes\n\nChanged\n"
+
+
+def test_discard_recovery_and_the_errors_of_recover(sandbox):
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    edit_and_kill(sandbox, state, package)
+    server = serve(sandbox, state)
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    # Unsaved changes of its own: recovering would replace them.
+    write(server, handle, "mine.txt", "mine\n")
+    refused = server.request("document/recover", {"document": handle})
+    assert refused.error["code"] == UNSAVED_CHANGES, refused
+    server.call("document/undo", {"document": handle})
+    assert server.call("document/discardRecovery", {"document": handle}) is None
+    assert package_journals(state) == []
+    missing = server.request("document/recover", {"document": handle})
+    assert missing.error["code"] == NO_RECOVERY and missing.error["data"]["document"] == handle, missing.error
+    assert server.request("document/discardRecovery", {"document": handle}).error["code"] == NO_RECOVERY
+    assert server.call("workspace/recoverable", {})["journals"] == []
+
+
+def test_hot_exit_keeps_the_journal_and_hot_exit_false_deletes_it(sandbox):
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    for hot_exit, kept in ((True, True), (False, False)):
+        server = serve(sandbox, state, hotExit=hot_exit)
+        info = server.call("document/open", {"uri": uri(package)})
+        if info.get("recovery"):
+            server.call("document/discardRecovery", {"document": info["document"]})
+        write(server, info["document"], "text.md", f"hot exit {hot_exit}\n")
+        server.call("shutdown", None)
+        assert (len(package_journals(state)) == 1) is kept, (hot_exit, package_journals(state))
+        server.rpc.notify("exit")
+        server.rpc.process.wait(timeout=30)
+    assert tree(package)["text.md"] == b"# Notes\n\nFirst line\n"
+
+
+def test_a_live_servers_journal_is_edited_elsewhere_and_managed_documents_are_not_journaled(sandbox):
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    first = serve(sandbox, state)
+    handle = first.call("document/open", {"uri": uri(package)})["document"]
+    write(first, handle, "text.md", "first's\n")
+    wait_for_journal(state, 2)
+    second = serve(sandbox, state)
+    info = second.call("document/open", {"uri": uri(package)})
+    assert info.get("editedElsewhere") is True and "recovery" not in info, info
+
+    managed = sandbox.docs / "store.docpackage"
+    created = first.call("document/create", {"uri": uri(managed), "kind": "managed",
+                                             "storeOptions": {"migrations": ["CREATE TABLE t(x INTEGER PRIMARY KEY)"]}})
+    first.call("store/execute", {"document": created["document"], "sql": "INSERT INTO t VALUES (1)"})
+    assert first.call("document/state", {"document": created["document"]})["hasUnsavedChanges"] is True
+    wait_for_journal(state, 2)  # still only the package's
+
+
+def snapshot(server, handle: str) -> dict:
+    """What a user sees of a package: every entry with its bytes, and its state."""
+    info = server.call("document/state", {"document": handle})
+    files = {}
+    for item in info["entries"]:
+        if item["kind"] == "file":
+            read = server.call("document/readEntry", {"document": handle, "path": item["path"], "as": "base64"})
+            files[item["path"]] = base64.b64decode(read["base64"])
+    directories = sorted(item["path"] for item in info["entries"] if item["kind"] == "directory")
+    return {"files": files, "directories": directories, "unsaved": info["hasUnsavedChanges"], "version": info["version"]}
+
+
+@pytest.mark.parametrize("seed", range(int(os.environ.get("DOCSESSION_PACKAGE_JOURNAL_TRIALS", "6"))))
+def test_random_changes_saves_and_reverts_then_a_kill_recover_what_the_user_saw(sandbox, seed):
+    """Writes, deletions, undos, redos, saves and reverts at random; the server is killed once the
+    journal holds the last change; the next server's recovery shows every entry as the killed one
+    did, and undoing all of it leads back to the package on disk."""
+    import random
+    rng = random.Random(seed)
+    package = make_bundle(sandbox.docs)
+    (package / "empty").mkdir()
+    state = sandbox.root / "state"
+    server = serve(sandbox, state)
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    names = ["text.md", "info.json", "assets/pixel.png", "assets/new.bin", "deep/a/b.txt", "c.txt"]
+    for step in range(rng.randrange(5, 40)):
+        roll = rng.random()
+        if roll < 0.45:
+            write(server, handle, rng.choice(names), bytes(rng.randrange(256) for _ in range(rng.randrange(0, 64))),
+                  label=f"step {step}")
+        elif roll < 0.6:
+            present = [e["path"] for e in server.call("document/state", {"document": handle})["entries"] if e["kind"] == "file"]
+            if present:
+                server.call("document/deleteEntry", {"document": handle, "path": rng.choice(present)})
+        elif roll < 0.75:
+            server.call("document/undo", {"document": handle})
+        elif roll < 0.87:
+            server.call("document/redo", {"document": handle})
+        elif roll < 0.95:
+            server.save(handle)
+        else:
+            server.call("document/revert", {"document": handle})
+    if rng.random() < 0.3 and (package / "empty").is_dir():
+        empty = [e["path"] for e in server.call("document/state", {"document": handle})["entries"] if e["path"] == "empty"]
+        if empty:
+            server.call("document/deleteEntry", {"document": handle, "path": "empty"})
+    seen = snapshot(server, handle)
+    if not seen["unsaved"]:
+        write(server, handle, "last.txt", "so that something is unsaved\n")
+        seen = snapshot(server, handle)
+    wait_for_journal(state, seen["version"])
+    kill(server)
+
+    on_disk = tree(package)
+    again = serve(sandbox, state)
+    info = again.call("document/open", {"uri": uri(package)})
+    assert info["recovery"]["version"] == seen["version"] and info["recovery"]["fileMatchesBase"] is True, info["recovery"]
+    again.call("document/recover", {"document": info["document"]})
+    recovered = snapshot(again, info["document"])
+    assert recovered["files"] == seen["files"] and recovered["directories"] == seen["directories"]
+    assert recovered["unsaved"] is True and recovered["version"] == seen["version"]
+    # Undo all the way: back at the package on disk (when the journal started at it), or at the
+    # entries the journal started from.
+    for _ in range(200):
+        if not again.call("document/state", {"document": info["document"]})["canUndo"]:
+            break
+        again.call("document/undo", {"document": info["document"]})
+    floor = snapshot(again, info["document"])
+    disk_files = {path: data for path, data in on_disk.items() if data is not None}
+    if not floor["unsaved"]:
+        assert floor["files"] == disk_files
+
+
+def test_a_journal_grown_past_its_bound_starts_again_from_the_entries_and_recovers_the_same(sandbox):
+    """Entries rewritten again and again: past 32 MiB plus twice the unsaved bytes, the journal starts
+    again with a state record holding the entries as they are, and stays small."""
+    package = make_bundle(sandbox.docs)
+    state = sandbox.root / "state"
+    server = serve(sandbox, state)
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    size = 6 << 20
+    restarted_at = None
+    for round_number in range(1, 21):
+        version = write(server, handle, "big.txt", chr(ord("a") + round_number) * size)
+        data = wait_for_journal(state, version)
+        kinds = [kind for _, kind, _ in records(data)[0]]
+        if kinds[:2] == [HEADER, STATE]:
+            restarted_at = round_number
+            assert len(data) < 2 * size, len(data)
+            break
+        assert kinds == [HEADER] + [CHANGE] * round_number
+    assert restarted_at is not None and 6 <= restarted_at <= 10, restarted_at
+    version = write(server, handle, "small.txt", "after\n")
+    wait_for_journal(state, version)
+    kill(server)
+
+    again = serve(sandbox, state)
+    info = again.call("document/open", {"uri": uri(package)})
+    assert info["recovery"]["version"] == version
+    again.call("document/recover", {"document": info["document"]})
+    assert entry(again, info["document"], "big.txt") == chr(ord("a") + restarted_at) * size
+    assert entry(again, info["document"], "small.txt") == "after\n"
