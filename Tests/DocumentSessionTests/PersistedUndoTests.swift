@@ -96,8 +96,17 @@ struct PersistedUndoTests {
             // over it, as editors save).
             _ = try files.write("notes.txt.incoming", "one\ntwo\nthree\n")
             #expect(rename(files.file("notes.txt.incoming"), path) == 0)
-            #expect(try await waitUntil { try await store.document(handle).buffer.text == "one\ntwo\nthree\n" })
+            let reloadedInTime = try await waitUntil { try await store.document(handle).buffer.text == "one\ntwo\nthree\n" }
             let reloaded = try await store.document(handle)
+            // What the store saw, should the reload not come (seen once under load, not reproduced).
+            let checking = await store.checkIsRunning(handle)
+            let watching = await store.fileWatchingError == nil
+            #expect(reloadedInTime, """
+                no reload within \(defaultDeadline): the document's file identity \(reloaded.identity), the file's now \
+                \(String(describing: FileIdentity.current(path: path))), a check running: \(checking), \
+                watching: \(watching), text \(reloaded.buffer.text.debugDescription)
+                """)
+            guard reloadedInTime else { return }
             #expect(reloaded.history.undoLabel == "Reload" && !reloaded.hasUnsavedChanges)
             _ = try await store.close(handle, save: .never)
             #expect(await store.keepUndoHistories(within: .seconds(30)))
