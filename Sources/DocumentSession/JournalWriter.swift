@@ -25,11 +25,13 @@ enum JournalJob: Sendable {
     case release(handle: String)
     /// Makes a dead server's journal this document's, cut at `length`.
     indirect case adopt(handle: String, journal: ClaimedJournal, length: Int)
-    /// Starts (or starts again) a package's journal (PackageJournal.swift) with records already
-    /// framed; then the journal it had, if any, goes.
-    indirect case startRecords(handle: String, name: String, records: [UInt8])
-    /// Appends framed records to a package's journal.
-    indirect case appendRecords(handle: String, records: [UInt8])
+    /// Starts (or starts again) a package's journal (PackageJournal.swift) with the framed records
+    /// `records` makes, on the writer's thread (the request path only hands the entries over: an
+    /// entry's bytes are copied into a record there, not on the loop); then the journal it had, if
+    /// any, goes.
+    indirect case startRecords(handle: String, name: String, records: @Sendable () -> [UInt8])
+    /// Appends the framed records `records` makes (on the writer's thread) to a package's journal.
+    indirect case appendRecords(handle: String, records: @Sendable () -> [UInt8])
     /// Deletes every journal of this process (a shutdown without hot exit).
     case dropAll
     /// Closes every journal of this process without deleting it, as the process's death would
@@ -294,11 +296,11 @@ final class JournalWriter: @unchecked Sendable {
                     failed[handle] = error
                 }
             case .startRecords(let handle, let name, let records):
-                create(handle, name) { (file) throws(FileSystemError) in try file.append(records) }
+                create(handle, name) { (file) throws(FileSystemError) in try file.append(records()) }
             case .appendRecords(let handle, let records):
                 guard let file = files[handle] else { continue }
                 do throws(FileSystemError) {
-                    try file.append(records)
+                    try file.append(records())
                     touched.insert(handle)
                 } catch {
                     forget(files.removeValue(forKey: handle), delete: true)

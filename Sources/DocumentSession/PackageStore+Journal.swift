@@ -60,7 +60,7 @@ extension PackageStore {
             active.bytes += PackageJournalCodec.size(of: op)
             journals[handle] = active
             let version = document.version
-            writer.submit(.appendRecords(handle: handle, records: PackageJournalCodec.change(op, version: version, unsaved: true)))
+            writer.submit(.appendRecords(handle: handle, records: { PackageJournalCodec.change(op, version: version, unsaved: true) }))
             return
         }
         if journals[handle] == nil, let retry = journalRetry[handle], ContinuousClock.now < retry { return }
@@ -82,10 +82,12 @@ extension PackageStore {
             version: op == nil ? document.version : document.version - 1)
         let unsavedBytes = document.unsavedBytes
         var active = PackageActiveJournal(name: name, bytes: 0, limit: PackageActiveJournal.limit(unsavedBytes), steps: 0, position: 0)
-        var records = PackageJournalCodec.header(header)
+        let version = document.version
+        let records: @Sendable () -> [UInt8]
         if let op {
             _ = active.follow(op)
-            records += PackageJournalCodec.change(op, version: document.version, unsaved: true)
+            active.bytes = 64 + header.path.utf8.count + PackageJournalCodec.size(of: op)
+            records = { PackageJournalCodec.header(header) + PackageJournalCodec.change(op, version: version, unsaved: true) }
         } else {
             // Past what one record holds: not journaled (a state of more than 4 GiB in memory).
             guard unsavedBytes < JournalFraming.maxPayload / 2 else { return }
@@ -93,10 +95,10 @@ extension PackageStore {
                 if case .bytes(let bytes) = document.entries[path]! { return (path, .bytes(bytes)) }
                 return (path, .onDisk)
             }
-            records += PackageJournalCodec.state(PackageJournalState(
-                version: document.version, unsaved: true, entries: entries, emptyDirectories: document.emptyDirectories.sorted()))
+            let state = PackageJournalState(version: version, unsaved: true, entries: entries, emptyDirectories: document.emptyDirectories.sorted())
+            active.bytes = 64 + header.path.utf8.count + unsavedBytes + entries.reduce(0) { $0 + 16 + $1.path.utf8.count }
+            records = { PackageJournalCodec.header(header) + PackageJournalCodec.state(state) }
         }
-        active.bytes = records.count
         journals[handle] = active
         writer.submit(.startRecords(handle: handle, name: name, records: records))
     }
