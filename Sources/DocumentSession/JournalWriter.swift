@@ -29,7 +29,7 @@ enum JournalJob: Sendable {
     /// `records` makes, on the writer's thread (the request path only hands the entries over: an
     /// entry's bytes are copied into a record there, not on the loop); then the journal it had, if
     /// any, goes.
-    indirect case startRecords(handle: String, name: String, records: @Sendable () -> [UInt8])
+    indirect case startRecords(handle: String, name: String, records: @Sendable () throws(FileSystemError) -> [UInt8])
     /// Appends the framed records `records` makes (on the writer's thread) to a package's journal.
     indirect case appendRecords(handle: String, records: @Sendable () -> [UInt8])
     /// Deletes every journal of this process (a shutdown without hot exit).
@@ -296,7 +296,7 @@ final class JournalWriter: @unchecked Sendable {
                     failed[handle] = error
                 }
             case .startRecords(let handle, let name, let records):
-                create(handle, name) { (file) throws(FileSystemError) in try file.append(records()) }
+                create(handle, name) { (file) throws(FileSystemError) in try file.append(try records()) }
             case .appendRecords(let handle, let records):
                 guard let file = files[handle] else { continue }
                 do throws(FileSystemError) {

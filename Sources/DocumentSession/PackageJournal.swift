@@ -8,14 +8,18 @@ import FileStore
 // A package's journal holds, in order:
 //
 //  1. `header`: the package's path, when the journal started, the etag of the tree on disk it
-//     starts from (the **base**: as opened, saved, reverted or reloaded), and the version then;
+//     starts from (the **base**: as opened, saved, reverted or reloaded), the version then, and
+//     a managed document's schema version (`PRAGMA user_version` after the open's migrations);
 //  2. `state`, at most once, right after the header: every entry the document held when the
 //     journal started, when that was not the base (a journal started again after a save that left
 //     changes unsaved, after a conflict resolved to `mine`, or grown past its bound): each entry
-//     either as on disk or with its bytes, and the empty directories;
+//     either as on disk or with its bytes, the empty directories, and a managed document's store
+//     (a copy of its working copy, with the store's change count when the copy was made);
 //  3. `change`s, one per change: an entry written (with its bytes) or deleted, an empty directory
-//     removed, an undo, a redo; each with the version it produced and whether the document had
-//     unsaved changes after it.
+//     removed, a store transaction (its changeset), an undo, a redo, a store request that changed
+//     nothing; each with the version it produced, whether the document had unsaved changes after
+//     it, and for the store's, its change count after it (a step the state's copy already holds
+//     is taken into the history without being applied again).
 //
 // Replaying the changes through the same mutations the live document uses
 // (``PackageDocument/take(_:)``, ``PackageDocument/stepEntry(forward:)``) rebuilds the entries and
@@ -32,8 +36,12 @@ enum PackageJournalOp: Sendable, Equatable {
     case delete(path: String, label: String?)
     /// An empty directory removed (outside the undo history).
     case removeDirectory(path: String)
+    /// A managed store's transaction: its changeset (the session extension's).
+    case store(changeset: [UInt8], label: String?)
     case undo
     case redo
+    /// A request that changed nothing but the version (a store statement that changed no row).
+    case noChange
 
     var code: UInt8 {
         switch self {
@@ -42,6 +50,8 @@ enum PackageJournalOp: Sendable, Equatable {
         case .undo: return 3
         case .redo: return 4
         case .removeDirectory: return 5
+        case .store: return 6
+        case .noChange: return 7
         }
     }
 }
@@ -55,6 +65,8 @@ struct PackageJournalHeader: Sendable, Equatable {
     /// The etag of the package's tree the journal starts from.
     var etag: String
     var version: Int64
+    /// A managed document's schema version after the open's migrations; -1 for a package.
+    var storeVersion: Int64 = -1
 }
 
 /// The entries a journal started from when they were not the base's.
@@ -69,10 +81,18 @@ struct PackageJournalState: Sendable, Equatable {
     var unsaved: Bool
     var entries: [(path: String, entry: Entry)]
     var emptyDirectories: [String]
+    /// A managed document's store: a copy of the working copy, and the store's change count then.
+    var store: StoreCopy? = nil
+
+    struct StoreCopy: Sendable, Equatable {
+        var count: Int64
+        var bytes: [UInt8]
+    }
 
     static func == (a: Self, b: Self) -> Bool {
         a.version == b.version && a.unsaved == b.unsaved && a.emptyDirectories == b.emptyDirectories
             && a.entries.map(\.path) == b.entries.map(\.path) && a.entries.map(\.entry) == b.entries.map(\.entry)
+            && a.store == b.store
     }
 }
 
@@ -85,6 +105,7 @@ enum PackageJournalCodec {
         payload.i64(header.created)
         payload.string(header.etag)
         payload.i64(header.version)
+        payload.i64(header.storeVersion)
         return framed(.header, payload)
     }
 
@@ -104,13 +125,19 @@ enum PackageJournalCodec {
         }
         payload.u32(UInt32(state.emptyDirectories.count))
         for path in state.emptyDirectories { payload.string(path) }
+        payload.bool(state.store != nil)
+        if let store = state.store {
+            payload.i64(store.count)
+            blob(store.bytes, into: &payload)
+        }
         return framed(.state, payload)
     }
 
-    static func change(_ op: PackageJournalOp, version: Int64, unsaved: Bool) -> [UInt8] {
+    static func change(_ op: PackageJournalOp, version: Int64, unsaved: Bool, storeCount: Int64 = -1) -> [UInt8] {
         var payload = JournalBytes()
         payload.i64(version)
         payload.bool(unsaved)
+        payload.i64(storeCount)
         payload.u8(op.code)
         switch op {
         case .write(let path, let bytes, let label):
@@ -122,7 +149,10 @@ enum PackageJournalCodec {
             optionalString(label, into: &payload)
         case .removeDirectory(let path):
             payload.string(path)
-        case .undo, .redo:
+        case .store(let changeset, let label):
+            optionalString(label, into: &payload)
+            blob(changeset, into: &payload)
+        case .undo, .redo, .noChange:
             break
         }
         return framed(.change, payload)
@@ -133,8 +163,9 @@ enum PackageJournalCodec {
         switch op {
         case .write(let path, let bytes, let label): return 40 + path.utf8.count + (label?.utf8.count ?? 0) + bytes.count
         case .delete(let path, let label): return 32 + path.utf8.count + (label?.utf8.count ?? 0)
-        case .removeDirectory(let path): return 24 + path.utf8.count
-        case .undo, .redo: return 20
+        case .removeDirectory(let path): return 32 + path.utf8.count
+        case .store(let changeset, let label): return 40 + (label?.utf8.count ?? 0) + changeset.count
+        case .undo, .redo, .noChange: return 28
         }
     }
 
@@ -161,6 +192,8 @@ struct RecoveredPackageJournal: Sendable {
     struct Change: Sendable {
         var version: Int64
         var unsaved: Bool
+        /// A store change's count after it (-1: not the store's).
+        var storeCount: Int64
         var op: PackageJournalOp
         /// Where its record starts in the file (a change that does not replay is cut there).
         var offset: Int
@@ -195,8 +228,10 @@ struct RecoveredPackageJournal: Sendable {
                 case .change:
                     let version = try reader.i64()
                     let unsaved = try reader.u8() != 0
+                    let storeCount = try reader.i64()
                     let op = try readOp(&reader)
-                    journal.changes.append(Change(version: version, unsaved: unsaved, op: op, offset: record.offset, end: record.payload.upperBound))
+                    journal.changes.append(Change(
+                        version: version, unsaved: unsaved, storeCount: storeCount, op: op, offset: record.offset, end: record.payload.upperBound))
                 default:
                     throw JournalReader.Short()
                 }
@@ -222,7 +257,8 @@ struct RecoveredPackageJournal: Sendable {
 
     private static func readHeader(_ reader: inout JournalReader) throws(JournalReader.Short) -> PackageJournalHeader {
         guard try reader.u8() == PackageJournalHeader.format else { throw JournalReader.Short() }
-        let header = PackageJournalHeader(path: try reader.string(), created: try reader.i64(), etag: try reader.string(), version: try reader.i64())
+        let header = PackageJournalHeader(
+            path: try reader.string(), created: try reader.i64(), etag: try reader.string(), version: try reader.i64(), storeVersion: try reader.i64())
         guard reader.isAtEnd else { throw JournalReader.Short() }
         return header
     }
@@ -241,7 +277,9 @@ struct RecoveredPackageJournal: Sendable {
         }
         var directories: [String] = []
         for _ in 0..<Int(try reader.u32()) { directories.append(try reader.string()) }
-        return PackageJournalState(version: version, unsaved: unsaved, entries: entries, emptyDirectories: directories)
+        var store: PackageJournalState.StoreCopy? = nil
+        if try reader.u8() != 0 { store = .init(count: try reader.i64(), bytes: try blob(&reader)) }
+        return PackageJournalState(version: version, unsaved: unsaved, entries: entries, emptyDirectories: directories, store: store)
     }
 
     private static func readOp(_ reader: inout JournalReader) throws(JournalReader.Short) -> PackageJournalOp {
@@ -256,6 +294,10 @@ struct RecoveredPackageJournal: Sendable {
         case 3: return .undo
         case 4: return .redo
         case 5: return .removeDirectory(path: try reader.string())
+        case 6:
+            let label = try optionalString(&reader)
+            return .store(changeset: try blob(&reader), label: label)
+        case 7: return .noChange
         default: throw JournalReader.Short()
         }
     }
@@ -283,16 +325,36 @@ struct ReplayedPackage: Sendable {
     var hasUnsavedChanges: Bool { cleanPosition != position }
 }
 
+/// What a replay does to a managed document's store (``DatabaseHandle``); without one, a replay
+/// only follows the history (a look at a journal before it is recovered).
+protocol PackageStoreReplay {
+    /// Takes a copy of the store as the working copy.
+    func load(_ bytes: [UInt8]) throws(DocumentError)
+    /// Takes a step: applied unless the working copy holds it already.
+    func replay(changeset: [UInt8], apply: Bool) throws(DocumentError)
+    /// Undoes or redoes the next step: applied unless the working copy shows it already.
+    func replayMove(forward: Bool, apply: Bool) throws(DocumentError)
+}
+
 extension RecoveredPackageJournal {
     /// Replays the journal onto `document` (as opened from the disk's `tree`), through the live
-    /// mutations. A change that does not fit (an entry path that is a directory now, an undo with
-    /// nothing to undo) cuts the journal there, as a text journal's edit that does not fit its text
+    /// mutations, and onto its store when `store` is given. A change that does not fit (an entry
+    /// path that is a directory now, an undo with nothing to undo, a changeset whose rows are not
+    /// as it expects) cuts the journal there, as a text journal's edit that does not fit its text
     /// does; what came before it is kept.
-    mutating func replay(onto document: PackageDocument, tree: [String: EntryContent]) -> ReplayedPackage {
+    mutating func replay(onto document: PackageDocument, tree: [String: EntryContent], store: (any PackageStoreReplay)? = nil) -> ReplayedPackage {
         var document = document
         document.steps = []
         document.position = 0
         document.cleanPosition = 0
+        // Store steps up to this count are in the state's copy already.
+        let copied = state?.store?.count ?? Int64.min
+        if let copy = state?.store, let store, (try? store.load(copy.bytes)) == nil {
+            // The copy cannot be taken: nothing of the journal is.
+            cutAt(changes.first?.offset ?? length)
+            return ReplayedPackage(
+                entries: document.entries, emptyDirectories: document.emptyDirectories, steps: [], position: 0, cleanPosition: 0, edits: 0)
+        }
         if let state {
             var entries: [String: EntryContent] = [:]
             for (path, entry) in state.entries {
@@ -307,7 +369,8 @@ extension RecoveredPackageJournal {
         }
         var replayed = 0
         for change in changes {
-            guard document.replay(change.op) else {
+            let apply = change.storeCount > copied
+            guard document.replay(change.op, store: store.map { store in (store, apply) }) else {
                 cutAt(change.offset)
                 break
             }
@@ -352,8 +415,9 @@ extension PackageDocument {
         EntryReading.pathProblem(path) == nil && !isDirectory(path) && fileAncestor(of: path) == nil
     }
 
-    /// Applies a journaled change as the live request did; false when it does not fit.
-    mutating func replay(_ op: PackageJournalOp) -> Bool {
+    /// Applies a journaled change as the live request did (to the store too, when given: `apply`
+    /// false when its copy holds the change already); false when it does not fit.
+    mutating func replay(_ op: PackageJournalOp, store: (replay: any PackageStoreReplay, apply: Bool)? = nil) -> Bool {
         switch op {
         case .write(let path, let bytes, let label):
             guard mayWrite(path) else { return false }
@@ -364,10 +428,22 @@ extension PackageDocument {
         case .removeDirectory(let path):
             guard emptyDirectories.remove(path) != nil else { return false }
             take(nil)
-        case .undo:
-            guard canUndo, stepEntry(forward: false) != nil else { return false }
-        case .redo:
-            guard canRedo, stepEntry(forward: true) != nil else { return false }
+        case .store(let changeset, let label):
+            guard kind == .managed else { return false }
+            if let store { guard (try? store.replay.replay(changeset: changeset, apply: store.apply)) != nil else { return false } }
+            take(PackageStep(change: .store, label: label))
+        case .noChange:
+            version += 1
+        case .undo, .redo:
+            let forward = op == .redo
+            guard forward ? canRedo : canUndo else { return false }
+            if case .store = steps[forward ? position : position - 1].change {
+                if let store { guard (try? store.replay.replayMove(forward: forward, apply: store.apply)) != nil else { return false } }
+                position += forward ? 1 : -1
+                version += 1
+            } else {
+                guard stepEntry(forward: forward) != nil else { return false }
+            }
         }
         return true
     }

@@ -9,8 +9,9 @@ import SystemCalls
 // server's journal of a package is offered when the package is opened, and recovered or discarded
 // as a text document's is.
 //
-// Managed documents are not journaled: their changes are SQLite transactions in the store's working
-// copy, which a journal of entries cannot replay.
+// A managed document's store transactions are journaled as their changesets (the session
+// extension's, the undo steps' own); a journal that starts again copies the store's working copy
+// into its state record, on the journal's thread.
 
 /// A package's journal this store writes, as the store knows it.
 struct PackageActiveJournal {
@@ -50,8 +51,8 @@ extension PackageStore {
 
     /// After a change of the package (`op`): appends it, or starts, restarts or deletes the journal.
     /// `wasUnsaved`: whether the package had unsaved changes before.
-    func journalNote(_ handle: String, _ op: PackageJournalOp, wasUnsaved: Bool) {
-        guard let writer = journal, let document = documents[handle], document.kind == .package else { return }
+    func journalNote(_ handle: String, _ op: PackageJournalOp, wasUnsaved: Bool, storeCount: Int64 = -1) {
+        guard let writer = journal, let document = documents[handle] else { return }
         guard document.hasUnsavedChanges else {
             dropJournal(handle)
             return
@@ -60,7 +61,7 @@ extension PackageStore {
             active.bytes += PackageJournalCodec.size(of: op)
             journals[handle] = active
             let version = document.version
-            writer.submit(.appendRecords(handle: handle, records: { PackageJournalCodec.change(op, version: version, unsaved: true) }))
+            writer.submit(.appendRecords(handle: handle, records: { PackageJournalCodec.change(op, version: version, unsaved: true, storeCount: storeCount) }))
             return
         }
         if journals[handle] == nil, let retry = journalRetry[handle], ContinuousClock.now < retry { return }
@@ -68,26 +69,27 @@ extension PackageStore {
         // A new step of a package in sync just before: the journal's base is the tree on disk, and
         // the change follows as a record (an undo after a recovery goes back to the base). Else
         // the journal starts from every entry the package holds.
-        let undoOrRedo = op == .undo || op == .redo
-        startJournal(handle, then: !undoOrRedo && !wasUnsaved && journals[handle] == nil ? op : nil)
+        let newStep = op != .undo && op != .redo && op != .noChange
+        startJournal(handle, then: newStep && !wasUnsaved && journals[handle] == nil ? op : nil, storeCount: storeCount)
     }
 
     /// Starts the package's journal (again): a header naming its tree on disk, then `op` as its
     /// first change, or (nil) a state record of every entry it holds now.
-    func startJournal(_ handle: String, then op: PackageJournalOp?) {
-        guard let writer = journal, let document = documents[handle], document.kind == .package, document.hasUnsavedChanges else { return }
+    func startJournal(_ handle: String, then op: PackageJournalOp?, storeCount: Int64 = -1) {
+        guard let writer = journal, let document = documents[handle], document.hasUnsavedChanges else { return }
         let name = JournalDirectory.newName(forPath: document.path, package: true)
         let header = PackageJournalHeader(
             path: document.path, created: DocumentStore.now(), etag: document.signature.etag,
-            version: op == nil ? document.version : document.version - 1)
+            version: op == nil ? document.version : document.version - 1,
+            storeVersion: document.storeSummary.map { Int64($0.userVersion) } ?? -1)
         let unsavedBytes = document.unsavedBytes
         var active = PackageActiveJournal(name: name, bytes: 0, limit: PackageActiveJournal.limit(unsavedBytes), steps: 0, position: 0)
         let version = document.version
-        let records: @Sendable () -> [UInt8]
+        let records: @Sendable () throws(FileSystemError) -> [UInt8]
         if let op {
             _ = active.follow(op)
             active.bytes = 64 + header.path.utf8.count + PackageJournalCodec.size(of: op)
-            records = { PackageJournalCodec.header(header) + PackageJournalCodec.change(op, version: version, unsaved: true) }
+            records = { PackageJournalCodec.header(header) + PackageJournalCodec.change(op, version: version, unsaved: true, storeCount: storeCount) }
         } else {
             // Past what one record holds: not journaled (a state of more than 4 GiB in memory).
             guard unsavedBytes < JournalFraming.maxPayload / 2 else { return }
@@ -97,7 +99,20 @@ extension PackageStore {
             }
             let state = PackageJournalState(version: version, unsaved: true, entries: entries, emptyDirectories: document.emptyDirectories.sorted())
             active.bytes = 64 + header.path.utf8.count + unsavedBytes + entries.reduce(0) { $0 + 16 + $1.path.utf8.count }
-            records = { PackageJournalCodec.header(header) + PackageJournalCodec.state(state) }
+            let database = databases[handle]
+            records = { () throws(FileSystemError) -> [UInt8] in
+                var state = state
+                // The store as it is when the journal's thread gets here: later steps already in
+                // it are told apart by the change count (they follow as records too).
+                if let database {
+                    guard let copy = database.snapshot(), copy.bytes.count < JournalFraming.maxPayload / 2 else {
+                        // Told to the client as a journal that cannot be written (`journalFailed`).
+                        throw FileSystemError(errno: 5 /* EIO */, syscall: "sqlite3_backup_step", path: database.workingPath, reason: "the store could not be copied into the journal")
+                    }
+                    state.store = .init(count: copy.count, bytes: copy.bytes)
+                }
+                return PackageJournalCodec.header(header) + PackageJournalCodec.state(state)
+            }
         }
         journals[handle] = active
         writer.submit(.startRecords(handle: handle, name: name, records: records))
@@ -112,7 +127,7 @@ extension PackageStore {
     /// After a change of the package's base (a save, a conflict resolved to `mine`): the journal
     /// goes when nothing is unsaved, else starts again from the entries.
     func journalBaseChanged(_ handle: String) {
-        guard journal != nil, let document = documents[handle], document.kind == .package else { return }
+        guard journal != nil, let document = documents[handle] else { return }
         if document.hasUnsavedChanges { startJournal(handle, then: nil) } else { dropJournal(handle) }
     }
 
@@ -135,7 +150,7 @@ extension PackageStore {
     /// runs on the open's thread). A journal that replays to no unsaved change is deleted quietly,
     /// and so is one with nothing whole in it; of the others, the newest is offered.
     static func scanJournals(
-        _ directory: JournalDirectory, path: String, document: PackageDocument, tree: DiskTree, isOwn: (String) -> Bool
+        _ directory: JournalDirectory, path: String, document: PackageDocument, tree: DiskTree, storeVersion: Int64, isOwn: (String) -> Bool
     ) -> (offer: PackageRecoveryOffer?, held: Int) {
         var found: [PackageRecoveryOffer] = []
         var held = 0
@@ -155,7 +170,8 @@ extension PackageStore {
                 continue
             }
             found.append(PackageRecoveryOffer(
-                date: claimed.modified, edits: replayed.edits, fileMatchesBase: journal.header.etag == tree.signature.etag,
+                date: claimed.modified, edits: replayed.edits,
+                fileMatchesBase: journal.header.etag == tree.signature.etag && journal.header.storeVersion == storeVersion,
                 version: journal.version, cut: journal.cut, claimed: claimed, journal: journal))
         }
         return (found.max { $0.date < $1.date }, held)
@@ -185,11 +201,33 @@ extension PackageStore {
         var document = try document(handle)
         guard var offer = recoveries[handle] else { throw .noRecovery(handle: handle) }
         try checkEditable(document)
-        if document.hasUnsavedChanges || document.state.contains(.inConflict) {
+        // A managed document's migration at this open is not a change of its own to keep: the
+        // journal's store was migrated the same way.
+        let onlyMigrated = document.steps.isEmpty && document.unsavedBytes == 0
+            && document.storeSummary.map { $0.migratedTo != $0.migratedFrom } == true
+        if (document.hasUnsavedChanges && !onlyMigrated) || document.state.contains(.inConflict) {
             throw .unsavedChanges(handle: handle, path: document.path, reason: "recovering would replace them: save or revert first")
         }
-        // Replayed onto the entries as they are now (the package is in sync with its tree).
-        let replayed = offer.journal.replay(onto: document, tree: document.entries)
+        // Replayed onto the entries as they are now (the package is in sync with its tree), and a
+        // managed document's steps onto its store, off the loop, with editing held meanwhile.
+        let replayed: ReplayedPackage
+        if let database = databases[handle] {
+            let journal = offer.journal, fresh = document, previous = document.state
+            document.state.insert(.editingDisabled)
+            documents[handle] = document
+            let (result, read) = await runOnOwnThread { () -> (ReplayedPackage, RecoveredPackageJournal) in
+                var journal = journal
+                return (journal.replay(onto: fresh, tree: fresh.entries, store: database), journal)
+            }
+            guard var now = documents[handle] else { throw .unknownDocument(handle) }
+            now.state = previous
+            now.storeSummary = database.summary
+            document = now
+            replayed = result
+            offer.journal = read
+        } else {
+            replayed = offer.journal.replay(onto: document, tree: document.entries)
+        }
         recoveries[handle] = nil
         var changes: [EntryChange] = []
         for (path, content) in replayed.entries where document.entries[path] != content {
@@ -216,7 +254,9 @@ extension PackageStore {
         // The dead journal becomes the package's (cut at its last whole record), when its base is
         // the tree on disk; else a new one starts from the recovered entries.
         if let writer = journal, document.hasUnsavedChanges {
-            if offer.fileMatchesBase {
+            // A managed document's journal starts again from a copy of its store: the store's
+            // change counts of the dead server's records are not this one's.
+            if offer.fileMatchesBase && document.kind == .package {
                 journals[handle] = PackageActiveJournal(
                     name: offer.claimed.name, bytes: offer.journal.length, limit: PackageActiveJournal.limit(document.unsavedBytes),
                     steps: replayed.steps.count, position: replayed.position)
@@ -287,10 +327,10 @@ extension PackageActiveJournal {
     /// undo or redo past what the journal holds).
     mutating func follow(_ op: PackageJournalOp) -> Bool {
         switch op {
-        case .write, .delete:
+        case .write, .delete, .store:
             steps = position + 1
             position += 1
-        case .removeDirectory:
+        case .removeDirectory, .noChange:
             break
         case .undo:
             guard position > 0 else { return false }

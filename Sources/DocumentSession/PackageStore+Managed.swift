@@ -74,12 +74,55 @@ final class DatabaseHandle: @unchecked Sendable {
         }
     }
 
-    func step(forward: Bool) throws(DocumentError) {
+    /// Undoes or redoes the store's next step; answers the store's change count after it.
+    @discardableResult
+    func step(forward: Bool) throws(DocumentError) -> Int64 {
         do throws(StoreError) {
-            try locked { store throws(StoreError) in forward ? try store.redo() : try store.undo() }
+            return try locked { store throws(StoreError) in
+                forward ? try store.redo() : try store.undo()
+                return store.changeCount
+            }
         } catch {
             throw .store(error)
         }
+    }
+
+    /// A copy of the working copy's content (as a published store) and the store's change count
+    /// then, for a journal's state record; nil when it cannot be made. Blocks: the journal's thread.
+    func snapshot() -> (count: Int64, bytes: [UInt8])? {
+        let path = workingPath + ".journal-copy"
+        return try? locked { store throws(StoreError) -> (count: Int64, bytes: [UInt8])? in
+            unlink(path)
+            defer { unlink(path) }
+            try store.publish(to: path)
+            guard let descriptor = try? Descriptor.open(path, .readOnly),
+                  let bytes = try? readToEnd(from: descriptor.unowned, path: path)
+            else { return nil }
+            return (store.changeCount, bytes)
+        }
+    }
+
+    /// Takes a journal's copy of a store as the working copy (migrated like an open, the undo
+    /// history dropped). Blocks.
+    func load(_ bytes: [UInt8]) throws(DocumentError) {
+        let path = workingPath + ".recovered"
+        unlink(path)
+        defer { unlink(path) }
+        do throws(FileSystemError) { _ = try FileCreation.createNew(path: path, bytes: bytes) } catch { throw .fileSystem(error) }
+        do throws(StoreError) { try reload(fromPublished: path) } catch { throw .store(error) }
+    }
+
+    /// A journal's step taken (applied unless the working copy holds it) or moved over. Blocks.
+    func replay(changeset: [UInt8], apply: Bool) throws(DocumentError) {
+        do throws(StoreError) { try locked { store throws(StoreError) in try store.takeStep(changeset, apply: apply) } } catch { throw .store(error) }
+    }
+
+    func replayMove(forward: Bool, apply: Bool) throws(DocumentError) {
+        if apply {
+            try step(forward: forward)
+            return
+        }
+        do throws(StoreError) { try locked { store throws(StoreError) in try store.moveStep(forward: forward) } } catch { throw .store(error) }
     }
 
     /// Takes the published store at `path` as the working copy (the undo history is dropped).
@@ -192,9 +235,12 @@ extension PackageStore {
         try checkVersion(document, version)
         try checkEditable(document)
         let database = try database(handle)
-        let result = await runOnOwnThread { () -> Result<ExecuteResult, StoreError> in
+        let result = await runOnOwnThread { () -> Result<(ExecuteResult, [UInt8]?, Int64), StoreError> in
             do throws(StoreError) {
-                return .success(try database.locked { store throws(StoreError) in try store.execute(sql, params: params) })
+                return .success(try database.locked { store throws(StoreError) in
+                    let executed = try store.execute(sql, params: params)
+                    return (executed, executed.changed ? store.lastStep : nil, store.changeCount)
+                })
             } catch {
                 return .failure(error)
             }
@@ -202,13 +248,17 @@ extension PackageStore {
         switch result {
         case .failure(let error):
             throw .store(error)
-        case .success(let executed):
+        case .success(let (executed, changeset, count)):
+            let wasUnsaved = documents[handle]?.hasUnsavedChanges ?? false
             if executed.changed {
-                return (apply(handle, PackageStep(change: .store, label: label), reason: .edited), executed)
+                let version = apply(handle, PackageStep(change: .store, label: label), reason: .edited)
+                journalNote(handle, .store(changeset: changeset ?? [], label: label), wasUnsaved: wasUnsaved, storeCount: count)
+                return (version, executed)
             }
             guard var current = documents[handle] else { throw .unknownDocument(handle) }
             current.version += 1
             documents[handle] = current
+            journalNote(handle, .noChange, wasUnsaved: wasUnsaved)
             return (current.version, executed)
         }
     }
@@ -230,3 +280,5 @@ extension PackageStore {
         }
     }
 }
+
+extension DatabaseHandle: PackageStoreReplay {}

@@ -234,7 +234,7 @@ extension PackageStore {
 
     /// Closes a package without saving and without deleting its journal: the journal is let go,
     /// a dead server's from then on, offered at the package's next open (a daemon's last client
-    /// holding it vanished). A managed document's unsaved changes, which have no journal, go.
+    /// holding it vanished).
     public func abandon(_ handle: String) async {
         guard (try? await waitForSave(handle)) != nil, let document = documents[handle] else { return }
         stopWatching(handle)

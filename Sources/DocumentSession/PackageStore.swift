@@ -217,12 +217,14 @@ public actor PackageStore {
         documents[handle] = document
         handleByPath[path] = handle
         startWatching(handle)
-        if kind == .package, let directory = journalDirectory {
+        if let directory = journalDirectory {
             // A dead server's journal of the package: offered (nothing of it applied yet).
             let writer = journal
             let fresh = document
+            let storeVersion = document.storeSummary.map { Int64($0.userVersion) } ?? -1
             let scan = await runOnOwnThread {
-                Self.scanJournals(directory, path: path, document: fresh, tree: tree, isOwn: { writer?.owns($0) ?? false })
+                Self.scanJournals(
+                    directory, path: path, document: fresh, tree: tree, storeVersion: storeVersion, isOwn: { writer?.owns($0) ?? false })
             }
             if documents[handle] != nil {
                 recoveries[handle] = scan.offer
@@ -415,12 +417,13 @@ public actor PackageStore {
         let wasDirty = document.hasUnsavedChanges
         var changes: [EntryChange] = []
         var store = false
+        var storeCount: Int64 = -1
         switch document.steps[index].change {
         case .entry:
             if let change = document.stepEntry(forward: forward) { changes.append(change) }
         case .store:
             guard let database = databases[handle] else { throw .wrongKind(handle: handle, kind: document.kind.rawValue, operation: "undo a store step") }
-            try database.step(forward: forward)
+            storeCount = try database.step(forward: forward)
             store = true
             document.position += forward ? 1 : -1
             document.version += 1
@@ -429,7 +432,7 @@ public actor PackageStore {
         if wasDirty != document.hasUnsavedChanges {
             emit(document, previous: document.state, reason: forward ? .redone : .undone)
         }
-        if !store { journalNote(handle, forward ? .redo : .undo, wasUnsaved: wasDirty) }
+        journalNote(handle, forward ? .redo : .undo, wasUnsaved: wasDirty, storeCount: storeCount)
         return StepResult(version: document.version, entries: changes, store: store)
     }
 

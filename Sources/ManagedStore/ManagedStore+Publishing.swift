@@ -61,6 +61,7 @@ extension ManagedStore {
         migratedFrom = fresh.migratedFrom
         migratedTo = fresh.migratedTo
         fresh.connection = nil
+        changeCount += 1
     }
 
     /// The names SQLite puts beside a database.

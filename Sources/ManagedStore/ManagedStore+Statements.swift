@@ -37,6 +37,7 @@ extension ManagedStore {
         if changed {
             undoSteps.append(changes)
             redoSteps = []
+            changeCount += 1
         }
         return ExecuteResult(
             rowsChanged: Int(sqlite3_total_changes64(handle) - before),

@@ -13,6 +13,7 @@ extension ManagedStore {
         try ManagedStore.apply(inverse, on: connection, what: "undo")
         undoSteps.removeLast()
         redoSteps.append(step)
+        changeCount += 1
     }
 
     /// Redoes the step undone last: applies its changeset again, as `undo` applies the inverse.
@@ -24,6 +25,35 @@ extension ManagedStore {
         try ManagedStore.apply(step, on: connection, what: "redo")
         redoSteps.removeLast()
         undoSteps.append(step)
+        changeCount += 1
+    }
+
+    /// The changeset of the last step (the one `undo` would take back), if any.
+    public var lastStep: [UInt8]? { undoSteps.last }
+
+    /// Takes a step recorded elsewhere (a journal's): applies its changeset unless `apply` is false
+    /// (the working copy holds it already), and makes it the step to undo next; the steps to redo
+    /// go. A conflict aborts the application: nothing changes.
+    public func takeStep(_ changeset: [UInt8], apply: Bool) throws(StoreError) {
+        let connection = try openConnection()
+        if apply {
+            try ManagedStore.apply(changeset, on: connection, what: "recovery")
+            changeCount += 1
+        }
+        undoSteps.append(changeset)
+        redoSteps = []
+    }
+
+    /// Undoes or redoes the next step without applying it (the working copy shows it already):
+    /// only the history moves.
+    public func moveStep(forward: Bool) throws(StoreError) {
+        if forward {
+            guard let step = redoSteps.popLast() else { throw .refusal(.nothingToUndo, "there is nothing to redo") }
+            undoSteps.append(step)
+        } else {
+            guard let step = undoSteps.popLast() else { throw .refusal(.nothingToUndo, "there is nothing to undo") }
+            redoSteps.append(step)
+        }
     }
 
     /// Runs `body` inside the caller's transaction with a session attached to every table of

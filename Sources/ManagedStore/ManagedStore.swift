@@ -43,6 +43,10 @@ public final class ManagedStore {
     var undoSteps: [[UInt8]] = []
     /// The changesets of the steps undone that can be redone, the next to redo last.
     var redoSteps: [[UInt8]] = []
+    /// How many times the working copy's content has changed since the store was opened: each
+    /// execute that changed something, undo, redo, reload and step taken (a journal tells by it
+    /// which of its steps a copy of the store already holds).
+    public internal(set) var changeCount: Int64 = 0
 
     /// Opens the store: copies the published store at `publishedPath` (when it exists; else the
     /// store starts empty) into a private working copy at `workingPath` (a path the caller chooses,

@@ -164,10 +164,10 @@ extension Server {
             logger.warning("undo histories not all written by shutdown's deadline (10 s)")
         }
         // Packages' journals went with the text documents' above (kept with hot exit, else
-        // deleted). Managed documents are not journaled: what they have unsaved ends here, and the
-        // managed stores' working copies go with their directory.
+        // deleted); the managed stores' working copies go with their directory. What is unsaved
+        // and not journaled (a journal that could not be written) ends here.
         let unsaved = await packages.closeAll()
-        if !unsaved.isEmpty { logger.warning("package documents closed with unsaved changes (not journaled): \(unsaved.joined(separator: ", "))") }
+        if !unsaved.isEmpty { logger.warning("package documents closed with unsaved changes no journal holds: \(unsaved.joined(separator: ", "))") }
         return NullResult()
     }
 

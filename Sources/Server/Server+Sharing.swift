@@ -63,8 +63,7 @@ extension Server {
 
     /// Ends every hold of this connection (its shutdown, its end): a document it held alone
     /// closes, without saving; its unsaved changes stay in its journal with `keepJournals` (the
-    /// client vanished, or hot exit), else they are dropped. Managed documents, which have no
-    /// journal, close dropping what they had unsaved.
+    /// client vanished, or hot exit), else they are dropped (packages and managed documents too).
     func releaseAllHolds(keepJournals: Bool) async {
         guard let membership else { return }
         for handle in membership.hub.held(membership.id).sorted() {

@@ -123,4 +123,42 @@ struct PackageJournalTests {
         #expect(active.follow(.redo) && active.follow(.write(path: "b", bytes: [], label: nil)) && !active.follow(.redo))
         #expect(active.follow(.removeDirectory(path: "d")) && active.steps == 2 && active.position == 2)
     }
+
+    /// Records what a replay asks of a managed document's store.
+    final class FakeStore: PackageStoreReplay, @unchecked Sendable {
+        var calls: [String] = []
+        func load(_ bytes: [UInt8]) throws(DocumentError) { calls.append("load \(bytes)") }
+        func replay(changeset: [UInt8], apply: Bool) throws(DocumentError) { calls.append("take \(changeset) apply \(apply)") }
+        func replayMove(forward: Bool, apply: Bool) throws(DocumentError) { calls.append("\(forward ? "redo" : "undo") apply \(apply)") }
+    }
+
+    @Test("a managed journal's steps that the state's copy of the store holds are taken into the history, not applied again")
+    func managedReplay() throws {
+        var managed = opened()
+        managed = PackageDocument(
+            handle: "p1", path: header.path, kind: .managed, entries: managed.entries, emptyDirectories: [], signature: PackageSignature(items: []))
+        // The copy was made when the store's change count was 5: the first two steps below (counts
+        // 4 and 5, made before the journal's thread took the copy) are in it; the rest are not.
+        let state = PackageJournalState(version: 9, unsaved: true, entries: [("text.md", .onDisk)], emptyDirectories: [], store: .init(count: 5, bytes: [7, 7]))
+        let parts = [
+            PackageJournalCodec.header(header), PackageJournalCodec.state(state),
+            PackageJournalCodec.change(.store(changeset: [1], label: "A"), version: 10, unsaved: true, storeCount: 4),
+            PackageJournalCodec.change(.undo, version: 11, unsaved: true, storeCount: 5),
+            PackageJournalCodec.change(.redo, version: 12, unsaved: true, storeCount: 6),
+            PackageJournalCodec.change(.store(changeset: [2], label: "B"), version: 13, unsaved: true, storeCount: 7),
+            PackageJournalCodec.change(.noChange, version: 14, unsaved: true),
+        ]
+        var read = try #require(RecoveredPackageJournal.read(journal(parts)))
+        #expect(read.state?.store == .init(count: 5, bytes: [7, 7]))
+        let store = FakeStore()
+        let replayed = read.replay(onto: managed, tree: managed.entries, store: store)
+        #expect(store.calls == ["load [7, 7]", "take [1] apply false", "undo apply false", "redo apply true", "take [2] apply true"])
+        #expect(replayed.steps.map(\.label) == ["A", "B"] && replayed.position == 2 && replayed.edits == 5 && read.cut == nil)
+        #expect(replayed.entries == ["text.md": .onDisk(kind: .file, size: 5, modified: 1)])
+
+        // A plain package's journal with a store step does not fit: cut there.
+        var plain = try #require(RecoveredPackageJournal.read(journal([PackageJournalCodec.header(header), parts[2]])))
+        _ = plain.replay(onto: opened(), tree: opened().entries)
+        #expect(plain.cut?.reason == "unreadable")
+    }
 }
