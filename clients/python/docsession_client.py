@@ -694,7 +694,7 @@ class Client:
     # -- recovery ----------------------------------------------------------------------
 
     def _handle_of(self, document: Union["Document", str]) -> tuple[str, Optional["Document"]]:
-        if isinstance(document, Document):
+        if isinstance(document, (Document, PackageDocument)):
             return document.handle, document
         return document, self.document(document)
 
@@ -710,6 +710,8 @@ class Client:
         (-32025) when nothing is offered, ``UNSAVED_CHANGES`` (-32023) when the document has
         unsaved changes of its own or is in conflict, ``UNKNOWN_DOCUMENT`` (-32011)."""
         handle, doc = self._handle_of(document)
+        if isinstance(doc, PackageDocument):
+            return doc.recover(timeout)
         sent = doc.version if doc is not None else None
 
         def hook(result: dict) -> None:
@@ -1140,7 +1142,9 @@ class PackageDocument:
     change one undoable step and one version, saved together by `save` (a staged tree swapped in
     whole). Attributes: ``handle``, ``uri``, ``kind``, ``version``, ``flags``,
     ``has_unsaved_changes``, ``entries`` (``[{path, kind, size}]``, as last reported), ``info``,
-    ``closed``, ``changes`` (the ``document/didChange`` params of reloads, oldest first).
+    ``closed``, ``changes`` (the ``document/didChange`` params of reloads, oldest first),
+    ``recovery`` (a dead server's journal of the package offered by ``open``, README §13.7, or
+    None: `recover` or `discard_recovery`).
     Requests carry the local version, so they can be pipelined; the answers update it."""
 
     def __init__(self, client: Client, info: dict) -> None:
@@ -1155,6 +1159,7 @@ class PackageDocument:
         self.info: dict = info
         self.closed = False
         self.changes: list[dict] = []
+        self.recovery: Optional[dict] = info.get("recovery")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.handle} {self.uri} v{self.version}>"
@@ -1252,6 +1257,27 @@ class PackageDocument:
         info = self._versioned("document/resolveConflict", {"resolution": resolution}, timeout)
         self._take_info(info)
         return info
+
+    def recover(self, timeout: float = 60.0) -> dict:
+        """``document/recover``: the unsaved changes of a dead server's journal of the package
+        (``recovery``), with their undo history. Returns ``{version, entries, inConflict,
+        hasUnsavedChanges}``; ``entries`` names what the recovery wrote or deleted. Raises
+        `RpcError` ``NO_RECOVERY`` (-32025) or ``UNSAVED_CHANGES`` (-32023)."""
+        def hook(result: dict) -> None:
+            self.version = result["version"]
+            self.has_unsaved_changes = result["hasUnsavedChanges"]
+            self.recovery = None
+
+        result = self.client.request("document/recover", {"document": self.handle}, timeout, hook=hook)
+        self.state()
+        return result
+
+    def discard_recovery(self, timeout: float = 10.0) -> None:
+        """``document/discardRecovery``: deletes the journal offered as ``recovery``."""
+        def hook(result: None) -> None:
+            self.recovery = None
+
+        self.client.request("document/discardRecovery", {"document": self.handle}, timeout, hook=hook)
 
     def close(self, save: str = "ifChanged", timeout: float = 120.0) -> bool:
         """``document/close``; True if it saved first."""

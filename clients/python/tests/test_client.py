@@ -772,6 +772,36 @@ def test_a_package_document_writes_reads_undoes_and_saves(start, tmp_path: Path)
     assert package.state()["hasUnsavedChanges"] is False and package.version == 4
 
 
+def test_a_packages_unsaved_entries_are_recovered_after_a_crash(start, tmp_path: Path) -> None:
+    """README §13.7: a package's journal, offered by `open_package` and recovered with its undo
+    history."""
+    state = tmp_path / "state"
+    c = start()
+    bundle = tmp_path / "notes.textbundle"
+    bundle.mkdir()
+    (bundle / "text.md").write_text("# Notes\n")
+    package = c.open_package(bundle)
+    assert package.recovery is None
+    package.write_entry("text.md", "# Unsaved, journaled\n", label="Type")
+    deadline = time.monotonic() + 30
+    while not any(b"# Unsaved, journaled" in p.read_bytes() for p in (state / "journal").glob("*.pjournal")):
+        assert time.monotonic() < deadline, "no package journal holds the entry"
+        time.sleep(0.01)
+    crash(c)
+
+    c2 = start()
+    (waiting,) = c2.recoverable()
+    assert (waiting["uri"], waiting["edits"], waiting["version"]) == (path_to_uri(bundle), 1, 2)
+    again = c2.open_package(bundle)
+    assert again.recovery["edits"] == 1 and again.recovery["fileMatchesBase"] is True
+    result = c2.recover(again)
+    assert result["entries"] == [{"path": "text.md", "change": "written"}] and result["inConflict"] is False
+    assert again.recovery is None and again.has_unsaved_changes is True and again.version == 2
+    assert again.read_text("text.md") == "# Unsaved, journaled\n" and again.info["undoLabel"] == "Type"
+    again.undo()
+    assert again.read_text("text.md") == "# Notes\n"
+
+
 def test_a_managed_document_executes_queries_undoes_and_saves(start, tmp_path: Path) -> None:
     import sqlite3
     from docsession_client import STATEMENT_REFUSED, STORE_ERROR, ManagedDocument
