@@ -114,7 +114,7 @@ def test_a_managed_document_is_created_migrated_edited_undone_and_saved_without_
     assert header[18] == 1 and header[19] == 1, "the published store is not in WAL mode"
     assert published_rows(package) == [(1, "one", "first body", 1.5, 1), (2, "two", "edited", None, 0)]
     assert (package / "StoreContent" / "AdditionalContent" / "cover.txt").read_text() == "cover\n"
-    wait_until(lambda: siblings(package) == [], timeout=20, what="the old tree's removal")
+    wait_until(lambda: siblings(package) == [], what="the old tree's removal")
 
 
 def test_a_failing_migration_answers_which_and_why_and_leaves_the_store_as_it_was(sandbox):
@@ -191,11 +191,11 @@ def test_an_external_rewrite_of_the_store_with_unsaved_changes_is_a_conflict(san
         connection.execute("INSERT INTO notes(title) VALUES ('theirs')")
     os.replace(replacement, store_path(package))
 
-    wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"], timeout=20, what="the conflict")
+    wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"], what="the conflict")
     assert [r[0] for r in rows(server, handle, "SELECT title FROM notes ORDER BY id")] == ["saved", "unsaved"], "mine are kept"
     # Their store is kept as a conflict version, a copy a client can read. The conflict may be
     # found at the temporary file, before the store is renamed in: the copy comes with the store.
-    versions = wait_until(lambda: server.call("document/versions", {"document": handle})["versions"], timeout=20, what="the conflict copy")
+    versions = wait_until(lambda: server.call("document/versions", {"document": handle})["versions"], what="the conflict copy")
     assert [v["kind"] for v in versions] == ["conflict"] and versions[0]["size"] > 0, versions
     with sqlite3.connect(f"file:{versions[0]['uri'][len('file://'):]}?mode=ro", uri=True) as kept:
         assert [r[0] for r in kept.execute("SELECT title FROM notes ORDER BY id")] == ["saved", "theirs"]
@@ -212,7 +212,7 @@ def test_a_conflict_found_at_a_temporary_file_copies_their_store_when_it_is_rena
 
     replacement = package / "StoreContent" / ".incoming"
     shutil.copy(store_path(package), replacement)
-    wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"], timeout=20, what="the conflict")
+    wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"], what="the conflict")
     assert server.call("document/versions", {"document": handle})["versions"] == [], "their store has not changed yet"
     connection = sqlite3.connect(replacement)
     connection.execute("INSERT INTO notes(title) VALUES ('theirs')")
@@ -220,7 +220,7 @@ def test_a_conflict_found_at_a_temporary_file_copies_their_store_when_it_is_rena
     connection.close()
     os.replace(replacement, store_path(package))
 
-    versions = wait_until(lambda: server.call("document/versions", {"document": handle})["versions"], timeout=20, what="the conflict copy")
+    versions = wait_until(lambda: server.call("document/versions", {"document": handle})["versions"], what="the conflict copy")
     assert [v["kind"] for v in versions] == ["conflict"], versions
     with sqlite3.connect(f"file:{versions[0]['uri'][len('file://'):]}?mode=ro", uri=True) as kept:
         assert [r[0] for r in kept.execute("SELECT title FROM notes ORDER BY id")] == ["saved", "theirs"]

@@ -79,12 +79,12 @@ def wait_for_journal(state: Path, version: int) -> bytes:
             return True
         return False
 
-    wait_until(ready, timeout=30, what=f"a package journal at version {version} in {state / 'journal'}")
+    wait_until(ready, what=f"a package journal at version {version} in {state / 'journal'}")
     return found[0]
 
 
 def wait_for_no_journal(state: Path) -> None:
-    wait_until(lambda: package_journals(state) == [], timeout=30, what="the package journal's deletion")
+    wait_until(lambda: package_journals(state) == [], what="the package journal's deletion")
 
 
 def serve(sandbox, state: Path, **options):
@@ -400,7 +400,7 @@ def test_a_managed_documents_transactions_are_recovered_with_their_undo_history(
     again.call("document/undo", {"document": info["document"]})
     assert rows(again, info["document"]) == [[1, "saved"]]
     assert again.call("document/state", {"document": info["document"]})["hasUnsavedChanges"] is False
-    wait_until(lambda: package_journals(state) == [], timeout=30, what="the journal's deletion at the clean point")
+    wait_until(lambda: package_journals(state) == [], what="the journal's deletion at the clean point")
     again.call("document/redo", {"document": info["document"]})
     again.call("document/redo", {"document": info["document"]})
     again.call("document/redo", {"document": info["document"]})

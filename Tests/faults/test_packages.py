@@ -111,7 +111,7 @@ def test_a_textbundle_opens_as_a_package_and_its_entries_change_undo_and_save(sa
         "assets/pixel.png": b"\x89PNG\r\n\x1a\n\x00\x01\x02", "empty": None, "text.md": b"# Notes\n\nChanged\n",
     }
     # The old tree is removed after the answer (the new tree was in place and flushed before it).
-    wait_until(lambda: siblings(package) == [], timeout=20, what="the old tree's removal")
+    wait_until(lambda: siblings(package) == [], what="the old tree's removal")
     assert server.call("document/state", {"document": handle})["hasUnsavedChanges"] is False
 
     # Undo past the save: the entry's earlier bytes were kept before the save replaced them.
@@ -205,7 +205,7 @@ def test_another_programs_change_reloads_a_clean_package_and_is_a_conflict_for_a
                 return note["params"]
         return None
 
-    change = wait_until(did_change, timeout=20, what="the package's reload")
+    change = wait_until(did_change, what="the package's reload")
     assert change["reason"] == "external" and change["version"] == 2, change
     assert change["entries"] == [{"path": "info.json", "change": "deleted"}, {"path": "text.md", "change": "written"}], change
     assert server.call("document/readEntry", {"document": handle, "path": "text.md"})["text"] == "# Notes\n\nFrom elsewhere\n"
@@ -213,7 +213,7 @@ def test_another_programs_change_reloads_a_clean_package_and_is_a_conflict_for_a
     # Dirty: a conflict; the save is refused until it is resolved (or forced).
     server.call("document/writeEntry", {"document": handle, "path": "mine.md", "text": "mine\n"})
     write_file(package / "theirs.md", "theirs\n")
-    wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"], timeout=20,
+    wait_until(lambda: "inConflict" in server.call("document/state", {"document": handle})["state"],
                what="the conflict")
     error = error_of(server.save(handle))
     assert error["code"] == CHANGED_ON_DISK, error
@@ -250,7 +250,7 @@ def discover_save_calls(sandbox, prepare) -> list[tuple[str, int]]:
     tracer = sandbox.trace(server, trace=PACKAGE_SYSCALLS)
     server.save(handle)
     # The old tree goes after the answer, on another thread: let it go before the next run.
-    wait_until(lambda: siblings(package) == [], timeout=20, what="the old tree's removal")
+    wait_until(lambda: siblings(package) == [], what="the old tree's removal")
     tracer.detach()
     calls = tracer.calls()
     swaps = [call for call in calls if call.name in ("renameat2", "renameat")]

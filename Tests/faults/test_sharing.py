@@ -295,8 +295,7 @@ def test_a_client_that_vanishes_leaves_its_unsaved_text_in_the_journal(sandbox, 
     gamma = daemon.client("gamma")
     # Once the daemon has seen beta go (and not before: an open while beta still held the document
     # would hold it too), the journal waits to be recovered.
-    wait_until(lambda: [j for j in gamma.call("workspace/recoverable", {})["journals"] if j["uri"] == uri(path)],
-               timeout=20, what="the journal listed as recoverable")
+    wait_until(lambda: [j for j in gamma.call("workspace/recoverable", {})["journals"] if j["uri"] == uri(path)], what="the journal listed as recoverable")
     opened = gamma.open(path)
     assert opened["recovery"]["edits"] >= 1
     recovered = gamma.call("document/recover", {"document": opened["document"]})
@@ -314,8 +313,7 @@ def test_a_client_that_vanishes_leaves_its_packages_unsaved_entries_in_the_journ
     alpha.call("document/writeEntry", {"document": info["document"], "path": "text.md", "text": "unsaved\n", "label": "Type"})
     alpha.kill()
     gamma = daemon.client("gamma")
-    wait_until(lambda: [j for j in gamma.call("workspace/recoverable", {})["journals"] if j["uri"] == uri(package)],
-               timeout=20, what="the package's journal listed as recoverable")
+    wait_until(lambda: [j for j in gamma.call("workspace/recoverable", {})["journals"] if j["uri"] == uri(package)], what="the package's journal listed as recoverable")
     opened = gamma.call("document/open", {"uri": uri(package)})
     assert opened["recovery"]["edits"] == 1 and opened["recovery"]["fileMatchesBase"] is True, opened
     recovered = gamma.call("document/recover", {"document": opened["document"]})

@@ -274,7 +274,7 @@ def test_query_names_the_sync_tool_counts_conflict_copies_and_skips_temporary_fi
         server.notifications += [m for m in drain_notifications(server)]
         return None
 
-    change = wait_until(created, timeout=10, what="the change of c.txt")
+    change = wait_until(created, what="the change of c.txt")
     assert change["type"] == "created" and change["file"]["syncTool"] == "nextcloud", change
     for n in server.notifications:
         if n["method"] == "workspace/didChangeFiles":

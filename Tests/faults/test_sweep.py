@@ -105,7 +105,7 @@ def test_save_as_leaves_the_temp_file_of_a_save_holding_the_destination_lock(san
     try:
         fcntl.flock(directory, fcntl.LOCK_EX)  # what a running save holds
         request_id = server.send_save(document, to=uri(destination / "copy.txt"))
-        wait_until(lambda: _blocked_flock_waiters(destination) > 0, timeout=20, what="the save as waiting for the lock")
+        wait_until(lambda: _blocked_flock_waiters(destination) > 0, what="the save as waiting for the lock")
         assert temp.exists()
         assert not (destination / "copy.txt").exists()
     finally:

@@ -67,7 +67,7 @@ def test_a_copy_appearing_beside_a_document_with_unsaved_edits_is_a_conflict_ver
     handle = server.open_and_edit(path, MINE + "four (unsaved)\n")
     copy = write_file(sandbox.docs / name, THEIRS)
 
-    wait_until(lambda: "inConflict" in server.state(handle)["state"], timeout=20, what="the copy's conflict")
+    wait_until(lambda: "inConflict" in server.state(handle)["state"], what="the copy's conflict")
     assert [(c["state"], c["previousState"], c["hasUnsavedChanges"]) for c in sync_changes(server, handle)] == [(["inConflict"], [], True)]
     [listed] = copies_listed(server, handle)
     assert listed["id"] == "sync:" + name and listed["tool"] == tool_name and listed.get("device") == device, listed
@@ -114,7 +114,7 @@ def test_two_copies_at_once_each_resolved_by_its_id(sandbox):
     handle = server.open_and_edit(path, MINE + "mine\n")
     first = write_file(sandbox.docs / COPIES["syncthing"][0], "from the laptop\n")
     second = write_file(sandbox.docs / COPIES["nextcloud"][0], "from the phone\n")
-    wait_until(lambda: len(copies_listed(server, handle)) == 2, timeout=20, what="both copies")
+    wait_until(lambda: len(copies_listed(server, handle)) == 2, what="both copies")
     ids = {v["tool"]: v["id"] for v in copies_listed(server, handle)}
 
     # Two copies: `theirs` must say which.
@@ -137,7 +137,7 @@ def test_two_copies_at_once_each_resolved_by_its_id(sandbox):
     assert server.read(handle) == "from the laptop\n"
     # Both copies are kept, resolved, with what their names said.
     kept = wait_until(lambda: (lambda vs: vs if len(vs) == 2 else None)(
-        [v for v in server.call("document/versions", {"document": handle})["versions"] if v["kind"] == "syncConflict"]), timeout=20, what="both kept")
+        [v for v in server.call("document/versions", {"document": handle})["versions"] if v["kind"] == "syncConflict"]), what="both kept")
     assert sorted((v["origin"], v["tool"], v["resolved"], "uri" in v) for v in kept) == [
         (COPIES["nextcloud"][0], "nextcloud", True, False), (COPIES["syncthing"][0], "syncthing", True, False)], kept
     texts = {v["origin"]: server.call("document/readVersion", {"document": handle, "id": v["id"]})["text"] for v in kept}
@@ -155,7 +155,7 @@ def test_deleting_a_copys_version_removes_the_copy(sandbox):
     server = start(sandbox)
     handle = server.open_and_edit(path, MINE + "mine\n")
     copy = write_file(sandbox.docs / COPIES["onedrive"][0], THEIRS)
-    [listed] = wait_until(lambda: copies_listed(server, handle), timeout=20, what="the copy")
+    [listed] = wait_until(lambda: copies_listed(server, handle), what="the copy")
     assert server.call("document/deleteVersion", {"document": handle, "id": listed["id"]}) is None
     assert not copy.exists() and server.state(handle)["state"] == [] and copies_listed(server, handle) == []
     assert server.request("document/deleteVersion", {"document": handle, "id": listed["id"]}).error["code"] == -32020
@@ -166,9 +166,9 @@ def test_a_copy_the_tool_removes_before_a_resolution_ends_the_conflict(sandbox):
     server = start(sandbox)
     handle = server.open_and_edit(path, MINE + "mine\n")
     copy = write_file(sandbox.docs / COPIES["dropbox"][0], THEIRS)
-    wait_until(lambda: "inConflict" in server.state(handle)["state"], timeout=20, what="the conflict")
+    wait_until(lambda: "inConflict" in server.state(handle)["state"], what="the conflict")
     copy.unlink()
-    wait_until(lambda: server.state(handle)["state"] == [], timeout=20, what="the end of the conflict")
+    wait_until(lambda: server.state(handle)["state"] == [], what="the end of the conflict")
     assert copies_listed(server, handle) == []
     assert [c["state"] for c in sync_changes(server, handle)][-1] == []
     reply = server.request("document/resolveConflict", {"document": handle, "resolution": "mine"})
@@ -188,11 +188,10 @@ def test_the_merge_base_is_the_kept_version_the_copy_descends_from(sandbox):
     server.save(handle).result
     version = server.replace_text(handle, version, "one\nTWO\nthree\nfour\nfive\n")
     server.save(handle).result
-    wait_until(lambda: len([v for v in server.call("document/versions", {"document": handle})["versions"] if v["kind"] == "saved"]) >= 2,
-               timeout=20, what="two kept versions")
+    wait_until(lambda: len([v for v in server.call("document/versions", {"document": handle})["versions"] if v["kind"] == "saved"]) >= 2, what="two kept versions")
     server.replace_text(handle, version, "one\nTWO\nthree\nFOUR\nfive\n")  # unsaved
     write_file(sandbox.docs / COPIES["syncthing"][0], "one\ntwo\nthree\nfour\nFIVE\n")
-    wait_until(lambda: copies_listed(server, handle), timeout=20, what="the copy")
+    wait_until(lambda: copies_listed(server, handle), what="the copy")
     resolved = server.call("document/resolveConflict", {"document": handle, "resolution": "merge"})
     assert resolved["resolved"] is True, resolved
     assert server.read(handle) == "one\nTWO\nthree\nFOUR\nFIVE\n"
@@ -204,7 +203,7 @@ def test_without_a_common_version_a_merge_answers_the_regions_and_changes_nothin
     server = start(sandbox)
     handle = server.open_and_edit(path, "alpha\nbeta\ngamma\n")
     copy = write_file(sandbox.docs / COPIES["seafile"][0], "something\nelse entirely\n")
-    wait_until(lambda: copies_listed(server, handle), timeout=20, what="the copy")
+    wait_until(lambda: copies_listed(server, handle), what="the copy")
     version = server.state(handle)["version"]
     result = server.call("document/resolveConflict", {"document": handle, "resolution": "merge"})
     assert result["resolved"] is False and result["version"] == version, result
@@ -222,7 +221,7 @@ def test_the_tools_temporary_files_are_never_copies(sandbox):
         write_file(sandbox.docs / name, THEIRS)
     # A real copy after them: once it is seen, the temporary files were seen before it.
     write_file(sandbox.docs / COPIES["unison"][0], THEIRS)
-    wait_until(lambda: copies_listed(server, handle), timeout=20, what="the real copy")
+    wait_until(lambda: copies_listed(server, handle), what="the real copy")
     assert [v["id"] for v in copies_listed(server, handle)] == ["sync:" + COPIES["unison"][0]]
 
 
@@ -283,10 +282,9 @@ def test_workspace_query_counts_a_files_unresolved_conflict_versions(sandbox):
     server = start(sandbox)
     handle = server.open_and_edit(path, MINE + "mine\n")
     path.write_text(THEIRS)  # another program: a conflict, its text kept as a conflict version
-    wait_until(lambda: [v for v in server.call("document/versions", {"document": handle})["versions"] if v["kind"] == "conflict"],
-               timeout=20, what="the kept conflict version")
+    wait_until(lambda: [v for v in server.call("document/versions", {"document": handle})["versions"] if v["kind"] == "conflict"], what="the kept conflict version")
     write_file(sandbox.docs / COPIES["syncthing"][0], THEIRS)
-    wait_until(lambda: copies_listed(server, handle), timeout=20, what="the copy")
+    wait_until(lambda: copies_listed(server, handle), what="the copy")
 
     def counts():
         files = server.call("workspace/query", {"root": uri(sandbox.docs)})["files"]
@@ -296,4 +294,4 @@ def test_workspace_query_counts_a_files_unresolved_conflict_versions(sandbox):
     # Resolving settles both: the file's conflict (its version marked resolved) and the copy.
     server.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
     server.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
-    wait_until(lambda: counts().get("notes.md") is None, timeout=20, what="no unresolved conflict left")
+    wait_until(lambda: counts().get("notes.md") is None, what="no unresolved conflict left")

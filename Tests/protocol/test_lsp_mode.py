@@ -123,7 +123,7 @@ class Editor:
         end = {"line": len(lines) - 1, "character": len(lines[-1])}
         self.change(path, [{"range": {"start": end, "end": end}, "text": typed}], text + typed)
 
-    def next_request(self, method: str, timeout: float = 20.0) -> dict[str, Any]:
+    def next_request(self, method: str, timeout: float = 60.0) -> dict[str, Any]:
         """Reads until the server's request `method`; keeps what came before in `seen`."""
         while True:
             message = self.client.read_message(timeout)
@@ -131,7 +131,7 @@ class Editor:
                 return message
             self.seen.append(message)
 
-    def next_notification(self, method: str, timeout: float = 20.0) -> dict[str, Any]:
+    def next_notification(self, method: str, timeout: float = 60.0) -> dict[str, Any]:
         while True:
             message = self.client.read_message(timeout)
             if message.get("method") == method and "id" not in message:

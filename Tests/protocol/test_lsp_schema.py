@@ -135,7 +135,7 @@ class Checked:
     def notify(self, method: str, params: Any) -> None:
         self.client.send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    def receive(self, timeout: float = 20.0) -> dict[str, Any]:
+    def receive(self, timeout: float = 60.0) -> dict[str, Any]:
         """The next message, checked, and handled as an editor would: applyEdit applied, a message
         request answered from `answers`, diagnostics and shown messages kept."""
         message = self.client.read_message(timeout=timeout)
@@ -167,7 +167,7 @@ class Checked:
         """Handles messages until `condition()` holds."""
         while not condition():
             try:
-                self.receive(timeout=20.0)
+                self.receive(timeout=60.0)
             except TimeoutError:
                 raise AssertionError(f"timed out waiting for {what}") from None
 

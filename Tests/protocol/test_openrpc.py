@@ -1221,7 +1221,7 @@ def journal_files(state: Path) -> list[Path]:
     return sorted(directory.glob("*.journal")) if directory.is_dir() else []
 
 
-def wait_for_journal(state: Path, holding: bytes, timeout: float = 10) -> Path:
+def wait_for_journal(state: Path, holding: bytes, timeout: float = 60) -> Path:
     """Waits until a journal in `state` holds `holding` (the writer flushes at most flushDelay ms
     after a change: polled, not slept for)."""
     def holder() -> Path | None:
@@ -1505,7 +1505,7 @@ def kept_versions(directory: Path) -> int:
             continue
 
 
-def wait_for_versions(directory: Path, count: int, timeout: float = 10) -> None:
+def wait_for_versions(directory: Path, count: int, timeout: float = 60) -> None:
     """Waits until the store holds `count` versions: they are written in the background, at idle
     priority, shortly after the save or change that keeps them (polled, not slept for)."""
     deadline = time.monotonic() + timeout
