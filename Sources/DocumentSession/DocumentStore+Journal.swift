@@ -204,6 +204,12 @@ extension DocumentStore {
         await writer.flush()
     }
 
+    /// Writes what the journal's writer holds at once (not after the flush delay), and waits
+    /// until it is on disk.
+    public func flushJournals() async {
+        await journal?.flush()
+    }
+
     /// Test-visible: the journals are flushed and closed, not deleted, and the store forgets them, as
     /// if its process had died (another store may then claim them).
     func abandonJournals() async {

@@ -253,6 +253,7 @@ extension Server {
     /// saving, their journals go).
     func endAllMirrors() async {
         let mirrors = editorSync.mirrors
+        guard !mirrors.isEmpty else { return }
         editorSync.mirrors = [:]
         editorSync.uriByHandle = [:]
         for (uri, mirror) in mirrors {
@@ -263,6 +264,10 @@ extension Server {
             }
             mirrorEvents.handles.withLock { _ = $0.remove(mirror.handle) }
         }
+        // Their journals are deleted at once, not after the flush delay: an editor that quits
+        // waits only so long for its server (Neovim 0.7.2: 500 ms, then SIGTERM, which keeps
+        // journals).
+        await store.flushJournals()
     }
 
     /// A notification that changes nothing: logged with the reason.
