@@ -48,10 +48,18 @@ extension DocumentStore {
     public func placeSnapshotJournal(
         _ snapshots: SnapshotDirectory, token: String, name: String, forPath path: String
     ) async throws(FileSystemError) -> String {
-        guard let directory = journalDirectory else {
+        try await Self.placeSnapshotJournal(snapshots, token: token, name: name, in: journalDirectory, forPath: path, package: false)
+    }
+
+    /// Moves a snapshot's journal copy into `directory` under a new name for `path` (a text
+    /// document's, or with `package` a package's), off the loop. Answers the name.
+    static func placeSnapshotJournal(
+        _ snapshots: SnapshotDirectory, token: String, name: String, in directory: JournalDirectory?, forPath path: String, package: Bool
+    ) async throws(FileSystemError) -> String {
+        guard let directory else {
             throw FileSystemError(errno: ENOTSUP, syscall: "rename", path: path, reason: "this server journals nothing")
         }
-        let newName = JournalDirectory.newName(forPath: path)
+        let newName = JournalDirectory.newName(forPath: path, package: package)
         try await runOnOwnThread { () -> Result<Void, FileSystemError> in
             do throws(FileSystemError) {
                 try snapshots.moveJournal(token: token, name: name, into: directory, as: newName)

@@ -1,4 +1,5 @@
 import FileStore
+import ManagedStore
 import SystemCalls
 
 // The journal of packages' unsaved changes (PackageJournal.swift; protocol/README.md §13.7), kept as
@@ -176,6 +177,64 @@ extension PackageStore {
         }
         return (found.max { $0.date < $1.date }, held)
     }
+
+    // MARK: - Handoff
+
+    /// The open packages' handles, in the order they were opened.
+    public var handles: [String] {
+        documents.keys.sorted { (Int($0.dropFirst()) ?? 0, $0) < (Int($1.dropFirst()) ?? 0, $1) }
+    }
+
+    /// The options a managed document's store was opened with (its migrations), nil for a package.
+    public func storeOptions(_ handle: String) -> StoreOptions? {
+        guard let database = databases[handle] else { return nil }
+        return try? database.locked { store throws(StoreError) in store.options }
+    }
+
+    /// The package's unsaved work as a journal's bytes, for a session snapshot: nil when it has
+    /// none. Its journal as written so far (every change before this call included), which keeps
+    /// the undo history; when it has none (the server journals nothing, or the journal could not
+    /// be written), a journal made here of every entry and (a managed document's) a copy of the
+    /// store, without the history.
+    public func journalCopy(_ handle: String) async throws(DocumentError) -> [UInt8]? {
+        let document = try document(handle)
+        guard document.hasUnsavedChanges else { return nil }
+        if let writer = journal, journals[handle] != nil {
+            let copy = JournalCopy()
+            writer.submit(.copy(handle: handle, into: copy))
+            await writer.flush()
+            if let bytes = copy.bytes.withLock({ $0 }) { return bytes }
+        }
+        let now = try self.document(handle)
+        let header = PackageJournalHeader(
+            path: now.path, created: DocumentStore.now(), etag: now.signature.etag, version: now.version,
+            storeVersion: now.storeSummary.map { Int64($0.userVersion) } ?? -1)
+        let entries = now.entries.keys.sorted().map { path -> (path: String, entry: PackageJournalState.Entry) in
+            if case .bytes(let bytes) = now.entries[path]! { return (path, .bytes(bytes)) }
+            return (path, .onDisk)
+        }
+        let whole = PackageJournalState(version: now.version, unsaved: true, entries: entries, emptyDirectories: now.emptyDirectories.sorted())
+        let database = databases[handle]
+        return await runOnOwnThread { () -> [UInt8]? in
+            var state = whole
+            if let database {
+                guard let copy = database.snapshot() else { return nil }
+                state.store = .init(count: copy.count, bytes: copy.bytes)
+            }
+            return JournalFraming.magic + PackageJournalCodec.header(header) + PackageJournalCodec.state(state)
+        }
+    }
+
+    /// Moves a snapshot's journal copy of a package into the journal directory as a dead server's
+    /// (``DocumentStore/placeSnapshotJournal(_:token:name:forPath:)``, for packages).
+    public func placeSnapshotJournal(
+        _ snapshots: SnapshotDirectory, token: String, name: String, forPath path: String
+    ) async throws(FileSystemError) -> String {
+        try await DocumentStore.placeSnapshotJournal(snapshots, token: token, name: name, in: journalDirectory, forPath: path, package: true)
+    }
+
+    /// The name of the dead server's journal offered for the package, if any.
+    public func recoveryOfferName(_ handle: String) -> String? { recoveries[handle]?.claimed.name }
 
     /// The recovery waiting for the package, if any.
     public func recoveryOffer(_ handle: String) -> PackageRecoveryOffer? { recoveries[handle] }

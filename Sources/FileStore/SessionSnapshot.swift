@@ -117,8 +117,10 @@ public struct SnapshotDirectory: Sendable {
     /// Whether `name` is a journal copy's name as ``write(token:manifest:journals:)`` is given them
     /// (`<digits>.journal`): a manifest naming anything else is not followed.
     public static func isJournalName(_ name: String) -> Bool {
-        guard name.hasSuffix(".journal") else { return false }
-        let stem = name.utf8.dropLast(8)
+        // `N.journal`, a text document's; `N.pjournal`, a package's.
+        let suffix = name.hasSuffix(".pjournal") ? 9 : name.hasSuffix(".journal") ? 8 : 0
+        guard suffix > 0 else { return false }
+        let stem = name.utf8.dropLast(suffix)
         return !stem.isEmpty && stem.count <= 12 && stem.allSatisfy { (48...57).contains($0) }
     }
 

@@ -1,3 +1,4 @@
+import DocumentSession
 import FileStore
 import JSON
 import JSONRPC
@@ -7,7 +8,7 @@ import JSONRPC
 
 /// `document/setClientState` → `null`: keeps `state` (any JSON: a cursor, a selection, a scroll
 /// position) for the document; `null` clears it.
-struct SetClientStateRequest: RequestType {
+struct SetClientStateRequest: RequestType, PackageAwareRequest {
     static let method = "document/setClientState"
     typealias Result = NullResult
     /// The most a client state may take, as JSON text.
@@ -42,13 +43,20 @@ struct SnapshotEntry: Sendable {
     /// The name of its journal's copy in the snapshot (unsaved work), if any.
     var journal: String?
     var clientState: JSONValue
+    /// A package's kind (`package` or `managed`); nil for a text document.
+    var kind: PackageKind? = nil
+    /// A managed document's migrations, to open it again with.
+    var migrations: [String]? = nil
 
     /// As the manifest keeps it.
     var manifestJSON: JSONValue {
-        [
+        var object: JSONObject = [
             "uri": .string(FileURI.uri(from: path)), "version": .integer(version), "hasUnsavedChanges": .bool(hasUnsavedChanges),
             "journal": journal.map { .string($0) } ?? .null, "clientState": clientState,
         ]
+        if let kind { object["kind"] = .string(kind.rawValue) }
+        if let migrations { object["migrations"] = .array(migrations.map { .string($0) }) }
+        return .object(object)
     }
 }
 
@@ -95,16 +103,18 @@ struct RestoreSessionRequest: RequestType {
 /// What became of one document of a restored snapshot.
 struct RestoredEntry: Sendable {
     var uri: String
-    var info: DocumentInfo?
+    /// The document's info (a text document's, or a package's).
+    var info: JSONValue?
     var clientState: JSONValue
-    var recovered: RecoverResult?
+    /// What `document/recover` answered (a text document's result, or a package's).
+    var recovered: JSONValue?
     var error: ResponseError?
 
     var json: JSONValue {
         var object: JSONObject = ["uri": .string(uri)]
-        object["document"] = info?.json ?? .null
+        object["document"] = info ?? .null
         object["clientState"] = clientState
-        object["recovered"] = recovered?.json ?? .null
+        object["recovered"] = recovered ?? .null
         object["error"] = error.map { error in
             var detail: JSONObject = ["code": .integer(Int64(error.code.rawValue)), "message": .string(error.message)]
             if let data = error.data { detail["data"] = data }

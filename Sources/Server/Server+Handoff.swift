@@ -2,6 +2,7 @@ import DocumentSession
 import FileStore
 import JSON
 import JSONRPC
+import ManagedStore
 
 // A handoff to another server (NSUserActivity's role): `document/setClientState` keeps what a
 // client wants back per document; `session/snapshot` writes the open documents, their client states
@@ -15,7 +16,7 @@ extension Server {
     /// `document/setClientState`.
     func setClientState(_ params: SetClientStateRequest) async throws(ResponseError) -> NullResult {
         do throws(DocumentError) {
-            _ = try await store.document(params.handle)
+            if isPackage(params.handle) { _ = try await packages.info(params.handle) } else { _ = try await store.document(params.handle) }
         } catch {
             throw Self.responseError(error, id: .null)
         }
@@ -27,7 +28,7 @@ extension Server {
     /// Lets go of the client states of documents no longer open.
     private func forgetClosedClientStates() async {
         guard !clientStates.isEmpty else { return }
-        let open = Set(await store.handles)
+        let open = Set(await store.handles).union(await packages.handles)
         clientStates = clientStates.filter { open.contains($0.key) }
     }
 
@@ -56,6 +57,24 @@ extension Server {
                 entries.append(entry)
             } catch {
                 // Closed while the snapshot waited for a journal: not in it.
+                continue
+            }
+        }
+        // Packages and managed documents, after the text documents (protocol §13.7).
+        for handle in await packages.handles where held?.contains(handle) ?? true {
+            do throws(DocumentError) {
+                let document = try await packages.info(handle)
+                var entry = SnapshotEntry(
+                    path: document.path, version: document.version, hasUnsavedChanges: document.hasUnsavedChanges, journal: nil,
+                    clientState: clientStates[handle] ?? .null, kind: document.kind,
+                    migrations: await packages.storeOptions(handle)?.migrations)
+                if let bytes = try await packages.journalCopy(handle) {
+                    let name = "\(copies.count + 1).pjournal"
+                    copies.append((name, bytes))
+                    entry.journal = name
+                }
+                entries.append(entry)
+            } catch {
                 continue
             }
         }
@@ -100,6 +119,12 @@ extension Server {
         var results: [RestoredEntry] = []
         var keepSnapshot = false
         for entry in manifest {
+            if let kind = entry.kind {
+                let (result, keep) = await restorePackage(entry, kind: kind, token: token, snapshots: snapshots)
+                keepSnapshot = keepSnapshot || keep
+                results.append(result)
+                continue
+            }
             var result = RestoredEntry(uri: FileURI.uri(from: entry.path), info: nil, clientState: entry.clientState, recovered: nil, error: nil)
             // The journal copy goes into the journal directory first: whatever happens to the open,
             // the unsaved work is then where recovery finds it.
@@ -130,7 +155,7 @@ extension Server {
                     do throws(DocumentError) {
                         let (version, edits, inConflict) = try await store.recover(handle, encoding: positionEncoding)
                         let unsaved = (try? await store.document(handle).hasUnsavedChanges) ?? true
-                        result.recovered = RecoverResult(version: version, edits: edits, inConflict: inConflict, hasUnsavedChanges: unsaved)
+                        result.recovered = RecoverResult(version: version, edits: edits, inConflict: inConflict, hasUnsavedChanges: unsaved).json
                     } catch {
                         throw Self.responseError(error, id: .null)
                     }
@@ -140,7 +165,7 @@ extension Server {
                     var info = DocumentInfo(try await store.document(handle), includeText: params.includeText)
                     info.recovery = await store.recoveryOffer(handle)
                     info.editedElsewhere = await store.journalsHeldElsewhere(handle) > 0
-                    result.info = info
+                    result.info = info.json
                 } catch {
                     throw Self.responseError(error, id: .null)
                 }
@@ -151,6 +176,46 @@ extension Server {
         }
         if !keepSnapshot { await Workspace.removeSnapshot(snapshots, token: token) }
         return RestoreSessionResult(entries: results)
+    }
+
+    /// Restores one package of a snapshot: its journal copy placed as a dead server's, the package
+    /// opened with its kind (a managed document with its migrations), its unsaved work recovered.
+    /// Answers the entry, and whether the snapshot must stay (its journal copy could not be moved).
+    private func restorePackage(
+        _ entry: SnapshotEntry, kind: PackageKind, token: String, snapshots: SnapshotDirectory
+    ) async -> (RestoredEntry, keep: Bool) {
+        var result = RestoredEntry(uri: FileURI.uri(from: entry.path), info: nil, clientState: entry.clientState, recovered: nil, error: nil)
+        var placed: String? = nil
+        if let journal = entry.journal {
+            do throws(FileSystemError) {
+                placed = try await packages.placeSnapshotJournal(snapshots, token: token, name: journal, forPath: entry.path)
+            } catch {
+                result.error = Self.fileSystemError(error)
+                return (result, true)
+            }
+        }
+        do throws(ResponseError) {
+            let target = try await checkPath(entry.path, field: "uri", mustExist: true)
+            defer { withExtendedLifetime(target) {} }
+            let openBefore = Set(await packages.handles)
+            let options = StoreOptions(migrations: entry.migrations ?? [])
+            let (document, _) = try await packageCall { () throws(DocumentError) in
+                try await packages.open(path: target.path, kind: kind, storeOptions: options)
+            }
+            holdPackage(document)
+            let handle = document.handle
+            if let placed, !openBefore.contains(handle), await packages.recoveryOfferName(handle) == placed {
+                result.recovered = try await recoverPackage(handle).json
+            }
+            if entry.clientState != .null { clientStates[handle] = entry.clientState }
+            let info = try await packageCall { () throws(DocumentError) in try await packages.info(handle) }
+            result.info = PackageInfo(
+                document: info, recovery: await packages.recoveryOffer(handle),
+                editedElsewhere: await packages.journalsHeldElsewhere(handle) > 0).json
+        } catch {
+            result.error = error
+        }
+        return (result, false)
     }
 
     /// `session/discardSnapshot`: removes the snapshot and the journal copies it holds.
@@ -193,8 +258,24 @@ extension Server {
             if case .integer(let number)? = fields["version"] { version = number }
             var unsaved = false
             if case .bool(let flag)? = fields["hasUnsavedChanges"] { unsaved = flag }
+            var kind: PackageKind? = nil
+            if let value = fields["kind"], value != .null {
+                guard case .string(let name) = value, let known = PackageKind(rawValue: name) else {
+                    throw unreadable("documents[\(index)].kind is not \"package\" or \"managed\"")
+                }
+                kind = known
+            }
+            var migrations: [String]? = nil
+            if case .array(let scripts)? = fields["migrations"] {
+                migrations = []
+                for script in scripts {
+                    guard case .string(let text) = script else { throw unreadable("documents[\(index)].migrations holds a non-string") }
+                    migrations!.append(text)
+                }
+            }
             entries.append(SnapshotEntry(
-                path: path, version: version, hasUnsavedChanges: unsaved, journal: journal, clientState: fields["clientState"] ?? .null))
+                path: path, version: version, hasUnsavedChanges: unsaved, journal: journal, clientState: fields["clientState"] ?? .null,
+                kind: kind, migrations: migrations))
         }
         return entries
     }

@@ -234,3 +234,43 @@ def test_without_a_usable_state_directory_or_journal_the_handoff_says_why_and_ch
     entry = third.call("session/restore", {"snapshot": token})["documents"][0]
     assert entry["document"]["text"] == editor.text, entry
     wait_until(lambda: not (sessions(state) / token).exists(), what="the restored snapshot removed")
+
+
+def test_packages_and_managed_documents_are_handed_off_with_their_unsaved_work(sandbox):
+    """protocol §13.7: a snapshot carries packages too (each journal copied, a managed document's
+    migrations kept); the restore opens each with its kind and recovers it, undo history included."""
+    state = sandbox.root / "state"
+    bundle = sandbox.docs / "notes.textbundle"
+    bundle.mkdir()
+    write_file(bundle / "text.md", "# Notes\n")
+    store = sandbox.docs / "store.docpackage"
+    migrations = ["CREATE TABLE notes(id INTEGER PRIMARY KEY, title TEXT NOT NULL)"]
+    first = serve(sandbox, state, hot_exit=False)
+    created = first.call("document/create", {"uri": uri(store), "kind": "managed", "storeOptions": {"migrations": migrations}})
+    first.call("document/save", {"document": created["document"]})
+    package = first.call("document/open", {"uri": uri(bundle)})["document"]
+    first.call("document/writeEntry", {"document": package, "path": "text.md", "text": "# Handed off\n", "label": "Type"})
+    first.call("store/execute", {"document": created["document"], "sql": "INSERT INTO notes VALUES (1, 'unsaved')", "label": "Add"})
+    assert first.call("document/setClientState", {"document": package, "state": {"selected": "text.md"}}) is None
+
+    token, listed = snapshot(first, 2)
+    assert [(d["uri"], d["hasUnsavedChanges"]) for d in listed] == [(uri(store), True), (uri(bundle), True)], listed
+    manifest = json.loads((sessions(state) / token / "manifest.json").read_text())
+    assert [(d["kind"], d.get("migrations")) for d in manifest["documents"]] == [("managed", migrations), ("package", None)]
+    assert sorted(os.listdir(sessions(state) / token)) == ["1.pjournal", "2.pjournal", "manifest.json"]
+    first.shutdown()
+
+    second = serve(sandbox, state)
+    entries = second.call("session/restore", {"snapshot": token})["documents"]
+    assert [e["error"] for e in entries] == [None, None], entries
+    managed, restored = entries
+    assert restored["recovered"]["entries"] == [{"path": "text.md", "change": "written"}], restored
+    assert restored["clientState"] == {"selected": "text.md"} and restored["document"]["undoLabel"] == "Type"
+    handle = restored["document"]["document"]
+    assert second.call("document/readEntry", {"document": handle, "path": "text.md"})["text"] == "# Handed off\n"
+    assert managed["document"]["kind"] == "managed" and managed["recovered"]["hasUnsavedChanges"] is True
+    rows = second.call("store/query", {"document": managed["document"]["document"], "sql": "SELECT id, title FROM notes"})["rows"]
+    assert rows == [[1, "unsaved"]]
+    second.call("document/undo", {"document": handle})
+    assert second.call("document/readEntry", {"document": handle, "path": "text.md"})["text"] == "# Notes\n"
+    assert (bundle / "text.md").read_text() == "# Notes\n", "restoring writes nothing to the package"

@@ -1431,6 +1431,17 @@ def test_package_recovery_traffic_validates(tmp_path: Path) -> None:
         undone = call(client, "document/undo", {"document": info["document"]})
         assert undone["entries"] == [{"path": "assets/a.bin", "change": "deleted"}]
         assert call(client, "document/state", {"document": info["document"]})["undoLabel"] == "Type"
+        # Handed off (§8.23): the package's restore answers its info and its recovery.
+        assert call(client, "document/setClientState", {"document": info["document"], "state": {"entry": "text.md"}}) is None
+        token = call(client, "session/snapshot")["snapshot"]
+        assert client.shutdown_and_exit() == 0
+    with RpcClient(need_binary(), args=args) as client:
+        client.initialize(options)
+        client.notify("initialized")
+        (restored,) = call(client, "session/restore", {"snapshot": token})["documents"]
+        assert restored["error"] is None and restored["clientState"] == {"entry": "text.md"}, restored
+        assert restored["document"]["kind"] == "package" and restored["recovered"]["entries"] == [
+            {"path": "text.md", "change": "written"}], restored
         assert client.shutdown_and_exit() == 0
     for message in traffic:
         validate_server_message(message)
