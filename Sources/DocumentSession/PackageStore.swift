@@ -193,6 +193,10 @@ public actor PackageStore {
             }
             return (document, nil)
         }
+        // The old trees this server's saves left beside their packages are removed first: a save
+        // answered, its package closed and opened again at once (under disk load, the removal is
+        // slow) must not be taken for a save a crash interrupted, nor cleaned up twice.
+        for removal in leftoverRemovals { await removal.value }
         let tree = try await Self.readTree(path, kind: kind, recover: true)
         if let handle = handleByPath[path], let document = documents[handle] { return (document, nil) }
         // The store first: a failing migration must not use up a handle.

@@ -334,3 +334,24 @@ def test_sigkill_at_each_system_call_of_a_package_save_leaves_the_old_or_the_new
         return "new"
 
     kill_points(sandbox, prepare, check_whole)
+
+
+def test_a_package_closed_and_opened_again_while_its_old_tree_is_being_removed_is_not_an_interrupted_save(sandbox):
+    """A save answers once the new tree is in place, and removes the old one after. Under disk load
+    that removal is slow (strace delays each `unlinkat` by 0.5 s here); a close and an open at once
+    must wait for it, not take the old tree for a save a crash interrupted (`interruptedSave`:
+    `cleanedUp`), as a loaded run of the §13.3 transcript once did."""
+    package = make_bundle(sandbox.docs)
+    server = sandbox.start()
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    server.call("document/writeEntry", {"document": handle, "path": "text.md", "text": "# Saved\n"})
+    tracer = sandbox.trace(server, trace=("unlinkat",), inject=("unlinkat:delay_enter=500000",))
+    try:
+        assert server.save(handle).result["method"] == "exchange"
+        assert siblings(package), "the old tree is still being removed (each unlinkat is delayed)"
+        assert server.call("document/close", {"document": handle}) == {"saved": False}
+        info = server.call("document/open", {"uri": uri(package)})
+    finally:
+        tracer.detach()
+    assert "interruptedSave" not in info, info
+    assert siblings(package) == [] and tree(package)["text.md"] == b"# Saved\n"
