@@ -1412,10 +1412,7 @@ def test_package_recovery_traffic_validates(tmp_path: Path) -> None:
         handle = call(first, "document/open", {"uri": package_uri})["document"]
         call(first, "document/writeEntry", {"document": handle, "path": "text.md", "text": "# Notes, unsaved\n", "label": "Type"})
         call(first, "document/writeEntry", {"document": handle, "path": "assets/a.bin", "base64": "AAE="})
-        deadline = time.monotonic() + 30
-        while not journaled():
-            assert time.monotonic() < deadline, "no package journal within 30 s"
-            time.sleep(0.01)
+        wait_until(journaled, what="a package journal holding version 3")
         killed(first)
     with RpcClient(need_binary(), args=args) as client:
         client.initialize(options)

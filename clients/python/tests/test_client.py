@@ -783,10 +783,7 @@ def test_a_packages_unsaved_entries_are_recovered_after_a_crash(start, tmp_path:
     package = c.open_package(bundle)
     assert package.recovery is None
     package.write_entry("text.md", "# Unsaved, journaled\n", label="Type")
-    deadline = time.monotonic() + 30
-    while not any(b"# Unsaved, journaled" in p.read_bytes() for p in (state / "journal").glob("*.pjournal")):
-        assert time.monotonic() < deadline, "no package journal holds the entry"
-        time.sleep(0.01)
+    wait_until(lambda: any(b"# Unsaved, journaled" in p.read_bytes() for p in (state / "journal").glob("*.pjournal")))
     crash(c)
 
     c2 = start()
