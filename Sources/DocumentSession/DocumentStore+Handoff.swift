@@ -25,10 +25,7 @@ extension DocumentStore {
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         guard document.hasUnsavedChanges || document.deletedOnDisk || document.state.contains(.inConflict) else { return nil }
         if let writer = journal, journals[handle] != nil {
-            let copy = JournalCopy()
-            writer.submit(.copy(handle: handle, into: copy))
-            await writer.flush()
-            if let bytes = copy.bytes.withLock({ $0 }) { return bytes }
+            if let bytes = await writer.copy(of: handle) { return bytes }
         }
         // Read again: the flush let other work run.
         guard let now = documents[handle] else { throw .unknownDocument(handle) }

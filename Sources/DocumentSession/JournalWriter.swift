@@ -143,6 +143,15 @@ final class JournalWriter: @unchecked Sendable {
         }
     }
 
+    /// The document's journal as written so far, every change submitted before included (read
+    /// back in order by the writer's thread); nil when it has none or it cannot be read.
+    func copy(of handle: String) async -> [UInt8]? {
+        let copy = JournalCopy()
+        submit(.copy(handle: handle, into: copy))
+        await flush()
+        return copy.bytes.withLock { $0 }
+    }
+
     /// ``flush()`` for a thread that may block (a signal's, the process's last moments): true when
     /// everything submitted was written within `limit`.
     func flushBlocking(within limit: Duration) -> Bool {

@@ -39,6 +39,18 @@ public struct EntryChange: Sendable, Equatable {
         self.path = path
         self.change = change
     }
+
+    /// What changed from entries `old` to `new`, sorted by path.
+    static func between(_ old: [String: EntryContent], _ new: [String: EntryContent]) -> [EntryChange] {
+        var changes: [EntryChange] = []
+        for (path, content) in new where old[path] != content {
+            changes.append(EntryChange(path: path, change: .written))
+        }
+        for path in old.keys where new[path] == nil {
+            changes.append(EntryChange(path: path, change: .deleted))
+        }
+        return changes.sorted { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+    }
 }
 
 /// What one entry holds in a session.

@@ -197,8 +197,6 @@ struct RecoveredPackageJournal: Sendable {
         var op: PackageJournalOp
         /// Where its record starts in the file (a change that does not replay is cut there).
         var offset: Int
-        /// Where its record ends.
-        var end: Int
     }
 
     var header: PackageJournalHeader
@@ -231,7 +229,7 @@ struct RecoveredPackageJournal: Sendable {
                     let storeCount = try reader.i64()
                     let op = try readOp(&reader)
                     journal.changes.append(Change(
-                        version: version, unsaved: unsaved, storeCount: storeCount, op: op, offset: record.offset, end: record.payload.upperBound))
+                        version: version, unsaved: unsaved, storeCount: storeCount, op: op, offset: record.offset))
                 default:
                     throw JournalReader.Short()
                 }

@@ -45,9 +45,6 @@ public struct PackageRecoveryOffer: Sendable {
 }
 
 extension PackageStore {
-    /// Whether unsaved changes of packages are journaled.
-    public var journaling: Bool { journal != nil }
-
     // MARK: - Writing
 
     /// After a change of the package (`op`): appends it, or starts, restarts or deletes the journal.
@@ -94,12 +91,8 @@ extension PackageStore {
         } else {
             // Past what one record holds: not journaled (a state of more than 4 GiB in memory).
             guard unsavedBytes < JournalFraming.maxPayload / 2 else { return }
-            let entries = document.entries.keys.sorted().map { path -> (path: String, entry: PackageJournalState.Entry) in
-                if case .bytes(let bytes) = document.entries[path]! { return (path, .bytes(bytes)) }
-                return (path, .onDisk)
-            }
-            let state = PackageJournalState(version: version, unsaved: true, entries: entries, emptyDirectories: document.emptyDirectories.sorted())
-            active.bytes = 64 + header.path.utf8.count + unsavedBytes + entries.reduce(0) { $0 + 16 + $1.path.utf8.count }
+            let state = document.journalState
+            active.bytes = 64 + header.path.utf8.count + unsavedBytes + state.entries.reduce(0) { $0 + 16 + $1.path.utf8.count }
             let database = databases[handle]
             records = { () throws(FileSystemError) -> [UInt8] in
                 var state = state
@@ -200,20 +193,13 @@ extension PackageStore {
         let document = try document(handle)
         guard document.hasUnsavedChanges else { return nil }
         if let writer = journal, journals[handle] != nil {
-            let copy = JournalCopy()
-            writer.submit(.copy(handle: handle, into: copy))
-            await writer.flush()
-            if let bytes = copy.bytes.withLock({ $0 }) { return bytes }
+            if let bytes = await writer.copy(of: handle) { return bytes }
         }
         let now = try self.document(handle)
         let header = PackageJournalHeader(
             path: now.path, created: DocumentStore.now(), etag: now.signature.etag, version: now.version,
             storeVersion: now.storeSummary.map { Int64($0.userVersion) } ?? -1)
-        let entries = now.entries.keys.sorted().map { path -> (path: String, entry: PackageJournalState.Entry) in
-            if case .bytes(let bytes) = now.entries[path]! { return (path, .bytes(bytes)) }
-            return (path, .onDisk)
-        }
-        let whole = PackageJournalState(version: now.version, unsaved: true, entries: entries, emptyDirectories: now.emptyDirectories.sorted())
+        let whole = now.journalState
         let database = databases[handle]
         return await runOnOwnThread { () -> [UInt8]? in
             var state = whole
@@ -288,14 +274,7 @@ extension PackageStore {
             replayed = offer.journal.replay(onto: document, tree: document.entries)
         }
         recoveries[handle] = nil
-        var changes: [EntryChange] = []
-        for (path, content) in replayed.entries where document.entries[path] != content {
-            changes.append(EntryChange(path: path, change: .written))
-        }
-        for path in document.entries.keys where replayed.entries[path] == nil {
-            changes.append(EntryChange(path: path, change: .deleted))
-        }
-        changes.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        let changes = EntryChange.between(document.entries, replayed.entries)
         let previous = document.state
         document.entries = replayed.entries
         document.emptyDirectories = replayed.emptyDirectories
@@ -369,6 +348,17 @@ extension PackageStore {
 }
 
 extension PackageDocument {
+    /// Every entry the package holds now (as on disk, or its unsaved bytes) and its empty
+    /// directories: a journal's state record (a managed store's copy is added on the journal's
+    /// thread).
+    var journalState: PackageJournalState {
+        let listed = entries.keys.sorted().map { path -> (path: String, entry: PackageJournalState.Entry) in
+            if case .bytes(let bytes) = entries[path]! { return (path, .bytes(bytes)) }
+            return (path, .onDisk)
+        }
+        return PackageJournalState(version: version, unsaved: true, entries: listed, emptyDirectories: emptyDirectories.sorted())
+    }
+
     /// The bytes of the entries written and not saved.
     var unsavedBytes: Int {
         entries.values.reduce(0) { sum, content in

@@ -149,14 +149,7 @@ extension PackageStore {
     /// from disk, the history dropped, the version raised, `document/didChange` with what changed.
     func takeDisk(_ handle: String, reason: DocumentEvent.Reason, tree: DiskTree) async throws(DocumentError) {
         guard var document = documents[handle] else { throw .unknownDocument(handle) }
-        var changes: [EntryChange] = []
-        for (path, content) in tree.entries where document.entries[path] != content {
-            changes.append(EntryChange(path: path, change: .written))
-        }
-        for path in document.entries.keys where tree.entries[path] == nil {
-            changes.append(EntryChange(path: path, change: .deleted))
-        }
-        changes.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        let changes = EntryChange.between(document.entries, tree.entries)
         var storeChanged = false
         if let database = databases[handle] {
             try await reloadDatabase(database, packagePath: document.path)

@@ -82,21 +82,19 @@ struct RecoverableResult: RequestResult {
 extension Server {
     /// The `recovery` member of a package's info: a dead server's journal of it waiting.
     static func json(_ offer: PackageRecoveryOffer) -> JSONValue {
-        [
-            "date": .string(Timestamp.iso8601(nanoseconds: offer.date)), "edits": .integer(Int64(offer.edits)),
-            "version": .integer(offer.version), "fileMatchesBase": .bool(offer.fileMatchesBase),
-            "cut": offer.cut.map { cut in
-                ["offset": .integer(Int64(cut.offset)), "bytes": .integer(Int64(cut.bytes)), "reason": .string(cut.reason)]
-            } ?? .null,
-        ]
+        recoveryJSON(date: offer.date, edits: offer.edits, version: offer.version, fileMatchesBase: offer.fileMatchesBase, cut: offer.cut)
     }
 
     /// The `recovery` member of a document's info: a dead server's journal waiting.
     static func json(_ offer: RecoveryOffer) -> JSONValue {
+        recoveryJSON(date: offer.date, edits: offer.edits, version: offer.version, fileMatchesBase: offer.fileMatchesBase, cut: offer.cut)
+    }
+
+    private static func recoveryJSON(date: Int64, edits: Int, version: Int64, fileMatchesBase: Bool, cut: JournalFraming.Cut?) -> JSONValue {
         [
-            "date": .string(Timestamp.iso8601(nanoseconds: offer.date)), "edits": .integer(Int64(offer.edits)),
-            "version": .integer(offer.version), "fileMatchesBase": .bool(offer.fileMatchesBase),
-            "cut": offer.cut.map { cut in
+            "date": .string(Timestamp.iso8601(nanoseconds: date)), "edits": .integer(Int64(edits)),
+            "version": .integer(version), "fileMatchesBase": .bool(fileMatchesBase),
+            "cut": cut.map { cut in
                 ["offset": .integer(Int64(cut.offset)), "bytes": .integer(Int64(cut.bytes)), "reason": .string(cut.reason)]
             } ?? .null,
         ]
