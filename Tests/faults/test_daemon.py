@@ -28,7 +28,7 @@ from typing import Iterator
 import pytest
 
 from faultkit import BIN, NOBODY, wait_until
-from rpc_client import FrameReader, RpcClient, encode, frame
+from rpc_client import FrameReader, RpcClient, daemons_on, encode, frame
 
 DEADLINE = 60.0
 ALREADY_RUNNING = 75
@@ -41,23 +41,6 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return text[text.rindex(")") + 2] not in "ZX"
-
-
-def daemons_on(directory: Path) -> list[int]:
-    """The live processes running `docsession daemon --runtime-dir DIRECTORY`."""
-    found = []
-    marker = b"\0daemon\0"
-    wanted = b"--runtime-dir\0" + str(directory).encode() + b"\0"
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            command = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker in command and wanted in command and alive(int(entry)):
-            found.append(int(entry))
-    return found
 
 
 def lock_pid(directory: Path) -> int:

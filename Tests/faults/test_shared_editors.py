@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import faultkit
+from rpc_client import end_daemons
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -164,7 +164,5 @@ def test_emacs_and_neovim_take_a_coordinated_rewrite_and_each_others_typing(sand
         for editor in editors:
             if editor.poll() is None:
                 editor.kill()
-        try:
-            os.kill(int((runtime / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            pass
+                editor.wait(timeout=60)
+        end_daemons(runtime)

@@ -3,13 +3,11 @@ change passed on to the other holders in their own position encoding, holds that
 or with the client, a shared undo history, and three clients typing at once under load.
 
 Every client is a real `docsession connect` process over stdio, as an editor starts it; the first
-one starts the daemon, which the fixture ends at teardown (its pid is in daemon.lock)."""
+one starts the daemon; the fixture ends every daemon on the runtime directory at teardown."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 
 import faultkit
 from faultkit import Server, uri, wait_until
+from rpc_client import end_daemons
 
 
 class Daemon:
@@ -37,19 +36,8 @@ class Daemon:
             args=("connect", "--runtime-dir", str(self.runtime), "--state-dir", str(self.state), "--log-file", str(self.log)),
             initialization=initialization)
 
-    def pid(self) -> int | None:
-        try:
-            return int((self.runtime / "daemon.lock").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
     def stop(self) -> None:
-        pid = self.pid()
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        end_daemons(self.runtime)
 
 
 @pytest.fixture

@@ -9,12 +9,11 @@ and the tests take it with a deadline, never a fixed sleep."""
 
 from __future__ import annotations
 
-import os
-import signal
 
 import pytest
 
 from faultkit import Server, uri, write_file
+from rpc_client import end_daemons
 
 UNKNOWN_VERSION = -32020
 INVALID_PARAMS = -32602
@@ -222,7 +221,4 @@ def test_every_holder_of_a_shared_document_hears_of_its_versions(sandbox):
     finally:
         for server in sandbox.servers:
             server.kill()
-        try:
-            os.kill(int((runtime / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
-        except (OSError, ValueError, IndexError, ProcessLookupError):
-            pass
+        end_daemons(runtime)

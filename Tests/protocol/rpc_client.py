@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -69,6 +70,40 @@ def wait_until(predicate: Callable[[], Any], timeout: float = DEADLINE, what: st
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.01)
     return found
+
+
+def daemons_on(runtime_dir: Path | str) -> list[int]:
+    """The live processes running `docsession daemon --runtime-dir RUNTIME_DIR` (from /proc)."""
+    found = []
+    wanted = b"--runtime-dir\0" + str(runtime_dir).encode() + b"\0"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            command = Path(f"/proc/{entry}/cmdline").read_bytes()
+            status = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if b"\0daemon\0" in command and wanted in command and status[status.rindex(")") + 2] not in "ZX":
+            found.append(int(entry))
+    return found
+
+
+def end_daemons(runtime_dir: Path | str, timeout: float = DEADLINE) -> None:
+    """Kills (SIGKILL) every daemon started on `runtime_dir` and waits until none is left. Call it
+    once the test's `connect` processes have ended. Not only the pid in `daemon.lock`: when two
+    `connect`s start at once, each starts a daemon; the one that loses the lock exits (status 75),
+    but a loser still starting up when the winner is killed takes the free lock and lives on."""
+    deadline = time.monotonic() + timeout
+    while pids := daemons_on(runtime_dir):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"daemons {pids} on {runtime_dir} still alive after {timeout} s")
+        time.sleep(0.01)
 
 
 def binary_path() -> Path:

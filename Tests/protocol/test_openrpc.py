@@ -77,7 +77,7 @@ import pytest
 from jsonschema import Draft7Validator
 
 from fixtures import BIG_TEXT, FIXTURE_DATE, ROOT as FIXTURES, change_fixture, chmod_fixture, create_fixture, delete_fixture, make_fixtures, move_fixture, uri
-from rpc_client import ASYNCHRONOUS_NOTIFICATIONS, REPO_ROOT, RpcClient, binary_path, encode, frame, wait_until
+from rpc_client import ASYNCHRONOUS_NOTIFICATIONS, REPO_ROOT, RpcClient, binary_path, encode, end_daemons, frame, wait_until
 
 PROTOCOL = REPO_ROOT / "protocol"
 DOCUMENT: dict[str, Any] = json.loads((PROTOCOL / "openrpc.json").read_text(encoding="utf-8"))
@@ -1596,10 +1596,7 @@ def replay_shared(lines: list[str]) -> None:
     finally:
         for client in clients.values():
             client.kill()
-        try:
-            os.kill(int((runtime / "run" / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            pass
+        end_daemons(runtime / "run")
         subprocess.run(["rm", "-rf", str(runtime)], check=False)
 
 

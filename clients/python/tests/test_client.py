@@ -856,11 +856,35 @@ def test_two_clients_through_connect_apply_each_others_edits(tmp_path: Path) -> 
             for client in (first, second):
                 client.close(timeout=5)
         finally:
-            # The daemon the first connect started goes too, whatever the closes did.
+            end_daemons(runtime)
+
+
+def end_daemons(runtime: Path) -> None:
+    """Kills every `docsession daemon --runtime-dir RUNTIME`, whatever the closes did, and waits
+    until none is left. Not only the pid in daemon.lock: both connects above may start a daemon at
+    once; the loser exits (status 75) when it finds the lock held, but one still starting up when
+    the winner is killed takes the free lock and would live on."""
+    wanted = b"--runtime-dir\0" + str(runtime).encode() + b"\0"
+    deadline = time.monotonic() + 60
+    while True:
+        pids = []
+        for entry in filter(str.isdigit, os.listdir("/proc")):
             try:
-                os.kill(int((runtime / "daemon.lock").read_text().split()[0]), signal.SIGKILL)
-            except (OSError, ValueError, IndexError):
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if b"\0daemon\0" in command and wanted in command and stat[stat.rindex(")") + 2] not in "ZX":
+                pids.append(int(entry))
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
+        assert time.monotonic() < deadline, f"daemons {pids} on {runtime} still alive"
+        time.sleep(0.01)
 
 
 def wait_until(predicate, timeout: float = 60.0) -> None:
