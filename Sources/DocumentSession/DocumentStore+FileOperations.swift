@@ -61,6 +61,14 @@ extension DocumentStore {
         })
     }
 
+    /// The open document whose file is `path` or lies under the directory `path` (a package's save
+    /// as replacing that directory would take the file away), the first by path, with its path.
+    public func openDocument(atOrUnder path: String) -> (path: String, handle: String)? {
+        if let handle = openDocument(atPath: path) { return (path, handle) }
+        let inside = path.hasSuffix("/") ? path : path + "/"
+        return documents.values.filter { $0.path.hasPrefix(inside) }.min(by: { $0.path < $1.path }).map { ($0.path, $0.handle) }
+    }
+
     /// Refuses `path` when it is the file of an open document (by path, or by device and inode
     /// through a link): an export or a move onto it would change the document's file under it.
     /// `except`: the document that may own it (a move's own document).

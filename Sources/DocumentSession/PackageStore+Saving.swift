@@ -24,14 +24,27 @@ extension PackageStore {
     /// Refused when another program changed the package since it was read or saved (unless
     /// `force`), or while the document is in conflict (unless `force`). Entries written during the
     /// save stay unsaved.
-    public func save(_ handle: String, force: Bool) async throws(DocumentError) -> PackageSaveOutcome {
+    ///
+    /// `newPath` (a save as): the tree is built beside `newPath` instead, its unchanged entries
+    /// cloned from the package, and the document lives at `newPath` from then on; the package is
+    /// left as it is. Refused when something is at `newPath` (unless `force`: a directory there is
+    /// replaced; anything else is never). ``reserveSaveAs(_:to:isHeldElsewhere:)`` checks and
+    /// holds `newPath` first (done here when the caller has not). Leftovers of an earlier save as
+    /// to `newPath` that was killed are removed first.
+    public func save(_ handle: String, force: Bool, to newPath: String? = nil) async throws(DocumentError) -> PackageSaveOutcome {
+        let requested = newPath.flatMap { (try? self.document(handle))?.path == $0 ? nil : $0 }
+        if let requested, saveAsTargets[requested]?.handle != handle { try await reserveSaveAs(handle, to: requested) }
+        defer { if let requested { releaseSaveAs(requested, handle: handle) } }
         try await waitForSave(handle)
         let document = try document(handle)
-        let path = document.path
+        let source = document.path
+        // An earlier save as of this document, waited for above, may have moved it there already.
+        let saveAs = requested == source ? nil : requested
+        let path = saveAs ?? source
         let expected = document.signature
         let deleted = document.deletedOnDisk
         if document.state.contains(.inConflict) && !force {
-            throw .packageChangedOnDisk(path: path, expected: expected.etag, found: document.theirSignature?.etag ?? expected.etag)
+            throw .packageChangedOnDisk(path: source, expected: expected.etag, found: document.theirSignature?.etag ?? expected.etag)
         }
         // What the save writes: every entry as the session holds it now.
         let snapshot = document.entries
@@ -72,17 +85,27 @@ extension PackageStore {
             do throws(FileSystemError) {
                 var kept: [String: [UInt8]] = [:]
                 for entryPath in toRead.sorted() {
-                    kept[entryPath] = try EntryReading.read(packagePath: path, relativePath: entryPath, limit: Self.maximumEntrySize)
+                    kept[entryPath] = try EntryReading.read(packagePath: source, relativePath: entryPath, limit: Self.maximumEntrySize)
                 }
-                // Another program's change since the last read or save is not overwritten unasked.
+                // Another program's change since the last read or save is not overwritten unasked
+                // (nor, for a save as, copied unasked: the unchanged entries come from the package).
                 if !force && !deleted {
-                    let now = try? PackageSave.signature(of: path)
-                    if now != expected { return .failure(.packageChangedOnDisk(path: path, expected: expected.etag, found: now?.etag)) }
+                    let now = try? PackageSave.signature(of: source)
+                    if now != expected { return .failure(.packageChangedOnDisk(path: source, expected: expected.etag, found: now?.etag)) }
+                }
+                if saveAs != nil {
+                    // A save as killed midway left its staged tree beside `path`: removed first.
+                    _ = try? PackageSave.recoverInterruptedSave(packageAt: path)
+                    if !force, (try? fileStatus(path, followingSymlinks: false)) != nil {
+                        return .failure(.save(.alreadyExists(path: path)))
+                    }
                 }
                 let saved = try PackageSave.save(
-                    packageAt: path, entries: allWrites, exchangeUnsupported: exchangeUnsupported, removeOldTree: false)
+                    packageAt: path, entries: allWrites, exchangeUnsupported: exchangeUnsupported, removeOldTree: false,
+                    source: saveAs == nil ? nil : source)
                 return .success((saved, try Self.listTree(path, kind: kind), kept))
             } catch {
+                if saveAs != nil && error.errno == 17 /* EEXIST: it appeared meanwhile */ { return .failure(.save(.alreadyExists(path: path))) }
                 return .failure(.fileSystem(error))
             }
         }
@@ -94,6 +117,8 @@ extension PackageStore {
                 document.state.insert(.inConflict)
                 documents[handle] = document
                 emit(document, previous: previous, reason: .externalChange, error: error)
+            } else if case .save(.alreadyExists) = error {
+                // Refused before anything was attempted: no savingError (as for text).
             } else {
                 document.state.insert(.savingError)
                 documents[handle] = document
@@ -101,6 +126,14 @@ extension PackageStore {
             }
             throw error
         case .success(let (saved, tree, kept)):
+            if saveAs != nil {
+                // The document lives at its new path from now on; the package it was saved from
+                // is left as it is (no longer watched).
+                stopWatching(handle)
+                if handleByPath[source] == handle { handleByPath[source] = nil }
+                handleByPath[path] = handle
+                document.path = path
+            }
             document.signature = tree.signature
             for index in document.steps.indices {
                 guard case .entry(let entryPath, let before, let after) = document.steps[index].change, let bytes = kept[entryPath] else { continue }
@@ -133,6 +166,46 @@ extension PackageStore {
             var answered = saved
             answered.oldTree = nil
             return PackageSaveOutcome(version: document.version, path: path, result: answered)
+        }
+    }
+
+    /// A save as to `path`, asked for in request order: refused when an open document holds it or
+    /// a file or package under it (`openElsewhere`, naming the first such document): this store's
+    /// packages, another save as writing it, and (`isHeldElsewhere`) the documents of other stores.
+    /// Else `path` is held for the document until its ``save(_:force:to:)`` ends.
+    public func reserveSaveAs(
+        _ handle: String, to path: String, isHeldElsewhere: @Sendable (String) async -> (path: String, handle: String)? = { _ in nil }
+    ) async throws(DocumentError) {
+        func check() throws(DocumentError) {
+            _ = try document(handle)
+            if let other = saveAsTargets[path]?.handle ?? handleByPath[path], other != handle { throw .openElsewhere(path: path, handle: other) }
+            let inside = path.hasSuffix("/") ? path : path + "/"
+            if let (otherPath, other) = handleByPath.filter({ $0.key.hasPrefix(inside) }).min(by: { $0.key < $1.key }) {
+                throw .openElsewhere(path: otherPath, handle: other)
+            }
+        }
+        try check()
+        if let other = await isHeldElsewhere(path) { throw .openElsewhere(path: other.path, handle: other.handle) }
+        try check()  // again: the actor may have run something else meanwhile
+        if let held = saveAsTargets[path] {
+            held.count += 1  // the document's own saves as to one path, one after the other
+        } else {
+            saveAsTargets[path] = SaveAsReservation(handle: handle)
+        }
+    }
+
+    /// Waits until no save as holds `path` (an open of it, asked for after the save as).
+    public func waitForSaveAs(to path: String) async {
+        while let held = saveAsTargets[path] { await held.done.value }
+    }
+
+    /// Lets `path` go once each of the document's saves as to it has ended (or was never run).
+    public func releaseSaveAs(_ path: String, handle: String) {
+        guard let held = saveAsTargets[path], held.handle == handle else { return }
+        held.count -= 1
+        if held.count == 0 {
+            saveAsTargets[path] = nil
+            held.end.finish()
         }
     }
 

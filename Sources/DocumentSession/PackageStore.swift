@@ -27,6 +27,9 @@ public actor PackageStore {
     var watches: [String: DirectoryWatch] = [:]
     /// The removals of old trees that saves left beside their packages (after their answers).
     var leftoverRemovals: [Task<Void, Never>] = []
+    /// The paths saves as are writing, from their requests (in order) to their ends: a second save
+    /// as to one of them is refused, an open of one waits for the save.
+    var saveAsTargets: [String: SaveAsReservation] = [:]
     /// Checks of the tree asked for while one ran or a save was in progress.
     var checkAgain: Set<String> = []
     var checking: Set<String> = []
@@ -187,6 +190,8 @@ public actor PackageStore {
     /// Opens the package (or managed document) at `path`: an open document of that path answers
     /// itself. The directory must exist (``create(path:kind:storeOptions:)`` makes one).
     public func open(path: String, kind: PackageKind, storeOptions: StoreOptions = StoreOptions()) async throws(DocumentError) -> (PackageDocument, PackageRecovery?) {
+        // A save as writing this path: the open answers the document it moves there.
+        await waitForSaveAs(to: path)
         if let handle = handleByPath[path], let document = documents[handle] {
             guard document.kind == kind else {
                 throw .wrongKind(handle: handle, kind: document.kind.rawValue, operation: "open as \(kind.rawValue)")
@@ -450,5 +455,23 @@ public actor PackageStore {
             handle: document.handle, path: document.path, version: document.version, state: document.state,
             previousState: previous, hasUnsavedChanges: document.hasUnsavedChanges, reason: reason, error: error,
             autosave: false, kind: kind))
+    }
+}
+
+/// A save as's hold on its destination (``PackageStore/reserveSaveAs(_:to:isHeldElsewhere:)``):
+/// one document's, for as many of its saves as to the path as are asked for and not ended. Used on
+/// the store's actor only.
+final class SaveAsReservation {
+    let handle: String
+    var count = 1
+    /// Ends when the hold is let go.
+    let done: Task<Void, Never>
+    let end: AsyncStream<Void>.Continuation
+
+    init(handle: String) {
+        self.handle = handle
+        let (stream, end) = AsyncStream.makeStream(of: Void.self)
+        self.end = end
+        done = Task { for await _ in stream {} }
     }
 }

@@ -111,6 +111,10 @@ public enum PackageSave {
     ///     `oldTree`), for the caller to remove later with ``removeLeftover(_:)``, off the save's
     ///     answer: the new tree is in place and the parent flushed before that, so nothing waits
     ///     on removing several megabytes; a crash first leaves a leftover the next open removes.
+    ///   - source: a save as: the package whose tree the `.unchanged` entries (and the package's
+    ///     mode) come from, when it is not `path`. What is at `path` is then only replaced: a
+    ///     directory there is exchanged with the staged tree and disposed of as an old tree would
+    ///     be; with nothing there, the staged tree is renamed in with `RENAME_NOREPLACE`.
     /// - Throws: ``FileSystemError`` naming the call, errno and path. Any failure before the swap
     ///   removes the staged tree and leaves the package untouched; `EEXIST` when a package appeared
     ///   during a first save, or when an intent record of an interrupted save waits for
@@ -118,7 +122,7 @@ public enum PackageSave {
     @discardableResult
     public static func save(
         packageAt path: String, entries: [PackageEntryWrite], keepOldTree: String? = nil,
-        linkUnchanged: Bool = false, exchangeUnsupported: Bool = false, removeOldTree: Bool = true
+        linkUnchanged: Bool = false, exchangeUnsupported: Bool = false, removeOldTree: Bool = true, source: String? = nil
     ) throws(FileSystemError) -> PackageSaveResult {
         let (parentPath, name) = try split(path)
         try validate(entries, packagePath: path)
@@ -129,6 +133,21 @@ public enum PackageSave {
             throw FileSystemError(errno: ENOTDIR, syscall: "fstatat", path: path, reason: "a package is a directory")
         }
         let oldTree: OwnedDirectory? = oldStatus == nil ? nil : OwnedDirectory(try openDirectory(name, relativeTo: parent.rawValue, path: path))
+        // Where unchanged entries come from: the package itself, or (a save as) another one.
+        let contentTree: OwnedDirectory?
+        var packageMode = oldStatus.map { $0.st_mode & 0o7777 } ?? 0o755
+        if let source, source != path {
+            let (sourceParentPath, sourceName) = try split(source)
+            let sourceParent = try openParent(sourceParentPath)
+            guard let sourceStatus = try status(of: sourceName, in: sourceParent.rawValue, path: source),
+                  sourceStatus.st_mode & S_IFMT == S_IFDIR else {
+                throw FileSystemError(errno: ENOTDIR, syscall: "fstatat", path: source, reason: "the package saved as another is not a directory")
+            }
+            contentTree = OwnedDirectory(try openDirectory(sourceName, relativeTo: sourceParent.rawValue, path: source))
+            packageMode = sourceStatus.st_mode & 0o7777
+        } else {
+            contentTree = oldTree
+        }
 
         let stageName = try makeStage(in: parent.rawValue, names: names, parentPath: parentPath)
         let stagePath = join(parentPath, stageName)
@@ -136,10 +155,10 @@ public enum PackageSave {
                                        oldTree: nil, durable: true, cleanupError: nil)
         do {
             let stage = try openDirectory(stageName, relativeTo: parent.rawValue, path: stagePath)
-            var staging = StagedTree(stage: stage.rawValue, stagePath: stagePath, packagePath: path,
-                                     old: oldTree?.rawValue, linkUnchanged: linkUnchanged)
+            var staging = StagedTree(stage: stage.rawValue, stagePath: stagePath, packagePath: source ?? path,
+                                     old: contentTree?.rawValue, linkUnchanged: linkUnchanged)
             for entry in entries { try staging.write(entry) }
-            try staging.finish(packageMode: oldStatus.map { $0.st_mode & 0o7777 } ?? 0o755)
+            try staging.finish(packageMode: packageMode)
             result.cloned = staging.cloned
             result.linked = staging.linked
             result.copied = staging.copied

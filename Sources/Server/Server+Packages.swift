@@ -156,16 +156,25 @@ extension Server {
     /// `document/save` of a package: in request order for the document (a later write stays
     /// unsaved), answered when the new tree is in place.
     func savePackage(_ params: SaveDocumentRequest) async throws(ResponseError) -> Answer<PackageSaveAnswer> {
-        if params.newPath != nil {
-            throw .invalidParams(field: "params.to", "saving a package as another package is not supported yet: save it in place")
-        }
         let packages = packages
         let handle = params.handle
         let force = params.force
+        // A save as (`to`): checked against the roots as a text document's is.
+        var newPath: String? = nil
+        if let path = params.newPath { newPath = try await checkPath(path, field: "params.to", mustExist: false).path }
         _ = try await packageCall { () throws(DocumentError) in try await packages.info(handle) }
+        if let newPath {
+            // Held in request order: a later request's save as to it, or open of it, comes after.
+            let store = store
+            try await packageCall { () throws(DocumentError) in
+                try await packages.reserveSaveAs(handle, to: newPath, isHeldElsewhere: { path in await store.openDocument(atOrUnder: path) })
+            }
+        }
+        let target = newPath
         return .later {
             do throws(DocumentError) {
-                return .success(PackageSaveAnswer(outcome: try await packages.save(handle, force: force)))
+                let outcome = try await packages.save(handle, force: force, to: target)
+                return .success(PackageSaveAnswer(outcome: outcome))
             } catch {
                 return .failure(Self.responseError(error, id: .null))
             }

@@ -241,6 +241,9 @@ public actor Server: MessageHandler {
         RequestEntry(InitializeRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.initialize(params)) },
         RequestEntry(ShutdownRequest.self) { server, params, _ in .now(await server.shutdown(params)) },
         RequestEntry(OpenDocumentRequest.self) { server, params, context throws(ResponseError) in
+            // A save as writing this path (asked for before this open) is waited for: the open
+            // finds the package it made, and the document it moved there.
+            await server.packages.waitForSaveAs(to: params.path)
             if let kind = server.packageKind(of: params.path, asked: params.kind) { return .now(.package(try await server.openPackage(params, kind: kind))) }
             return try await server.openDocument(params, context).asText()
         },

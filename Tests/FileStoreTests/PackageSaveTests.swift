@@ -99,6 +99,40 @@ struct PackageSaveTests {
         #expect(try listing(home.path) == [packageName])
     }
 
+    @Test("a save as (source): the unchanged entries and the package's mode come from the source, which is left as it was")
+    func saveAsFromSource() throws {
+        let (home, package) = try makePackageHome()
+        defer { withExtendedLifetime(home) {} }  // the directory goes with it
+        try saveFirstVersion(package)
+        #expect(chmod(package, 0o750) == 0)
+        let copy = home.file("copy.textbundle")
+        let result = try PackageSave.save(
+            packageAt: copy, entries: [write("text.md", "# Copy\n"), unchanged("assets/img.png")], source: package)
+        #expect(result.method == .firstSave && result.written == 1 && result.cloned + result.copied == 1)
+        #expect(try text(copy + "/text.md") == "# Copy\n" && text(copy + "/assets/img.png") == "PNG-1")
+        #expect(mode(copy) == 0o750)
+        #expect(try text(package + "/text.md") == "# One\n")
+        #expect(try listing(home.path) == ["copy.textbundle", packageName])
+
+        // A directory at the destination is exchanged (and left for the caller with removeOldTree
+        // false); a regular file there is never replaced.
+        let again = try PackageSave.save(
+            packageAt: copy, entries: [write("text.md", "# Again\n")], removeOldTree: false, source: package)
+        #expect(again.method == .exchange)
+        #expect(try tree(copy) == ["text.md file"] && text(copy + "/text.md") == "# Again\n")
+        let left = try #require(again.oldTree)
+        #expect(try text(left + "/text.md") == "# Copy\n")
+        try PackageSave.removeLeftover(left)
+        let file = home.file("plain")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("a file".utf8)))
+        let refused = failure { () throws(FileSystemError) in
+            _ = try PackageSave.save(packageAt: file, entries: [write("text.md", "x")], source: package)
+        }
+        #expect(refused?.errno == ENOTDIR)
+        #expect(try text(file) == "a file")
+        #expect(try listing(home.path) == ["copy.textbundle", packageName, "plain"])
+    }
+
     @Test("with linkUnchanged, an unchanged file that cannot be cloned is hard-linked: the same inode in the new tree")
     func linkUnchanged() throws {
         let (home, package) = try makePackageHome()

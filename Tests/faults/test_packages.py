@@ -164,7 +164,7 @@ def test_bad_input_is_refused_precisely_and_changes_nothing(sandbox):
     refused("document/edit", {"document": handle, "version": 1, "edits": [{"text": "x"}]}, WRONG_KIND)
     refused("document/read", {"document": handle}, WRONG_KIND)
     refused("document/restoreVersion", {"document": handle, "id": "x"}, WRONG_KIND)
-    refused("document/save", {"document": handle, "to": uri(sandbox.docs / "copy.textbundle")}, INVALID_PARAMS, "params.to")
+    refused("document/save", {"document": handle, "to": "copy.textbundle"}, INVALID_PARAMS, "params.to")
     refused("document/resolveConflict", {"document": handle, "resolution": "merge"}, INVALID_PARAMS, "params.resolution")
     refused("document/open", {"uri": uri(text_file), "kind": "package"}, INVALID_PARAMS, "params.kind")
     refused("document/open", {"uri": uri(package), "kind": "package", "storeOptions": {}}, INVALID_PARAMS, "params.storeOptions")

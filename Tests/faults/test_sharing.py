@@ -310,6 +310,28 @@ def test_a_client_that_vanishes_leaves_its_packages_unsaved_entries_in_the_journ
     assert (package / "text.md").read_text() == "saved\n"
 
 
+def test_a_shared_package_saved_as_another_moves_for_every_holder(sandbox, daemon) -> None:
+    package = sandbox.docs / "shared.textbundle"
+    package.mkdir()
+    (package / "text.md").write_text("saved\n")
+    alpha, beta = daemon.client("alpha"), daemon.client("beta")
+    handle = alpha.call("document/open", {"uri": uri(package)})["document"]
+    assert beta.call("document/open", {"uri": uri(package)})["document"] == handle
+    alpha.call("document/writeEntry", {"document": handle, "path": "text.md", "text": "in the copy\n"})
+    copy = sandbox.docs / "copy.textbundle"
+    assert alpha.save(handle, to=uri(copy)).result["uri"] == uri(copy)
+
+    def moved() -> bool:
+        beta.request("document/state", {"document": handle})
+        return any(n["method"] == "document/stateChanged" and n["params"]["reason"] == "saved" and n["params"]["uri"] == uri(copy)
+                   for n in beta.notifications)
+
+    wait_until(moved, what="the other holder's saved notification with the new uri")
+    assert beta.call("document/state", {"document": handle})["uri"] == uri(copy)
+    assert beta.call("document/open", {"uri": uri(copy)})["document"] == handle
+    assert (copy / "text.md").read_text() == "in the copy\n" and (package / "text.md").read_text() == "saved\n"
+
+
 class Typist:
     """A client that types into a shared document the way an editor would over a slow link:
     bursts of pipelined edits, each at the version it predicts, against its own copy of the text.

@@ -1176,6 +1176,7 @@ class PackageDocument:
         elif note.method == "document/stateChanged":
             self.flags = list(p.get("state", []))
             self.has_unsaved_changes = p.get("hasUnsavedChanges", self.has_unsaved_changes)
+            self.uri = p.get("uri", self.uri)  # a save as moves the document
             if p.get("reason") == "closed":
                 self._forget()
 
@@ -1239,12 +1240,20 @@ class PackageDocument:
         self._take_info(info)
         return info
 
-    def save(self, force: bool = False, *, timeout: float = 120.0) -> dict:
-        """``document/save``: ``{version, uri, durable, method, entries}``."""
+    def save(self, to: Union[str, os.PathLike, None] = None, force: bool = False, *, timeout: float = 120.0) -> dict:
+        """``document/save``: ``{version, uri, durable, method, entries}``. With ``to`` (a path or
+        URI), a save as: the package is saved there and the document moves there (``uri``); the
+        package it was saved from is left as it was. ``force`` replaces a directory at ``to``."""
         params: dict = {"document": self.handle}
+        if to is not None:
+            params["to"] = _to_uri(to)
         if force:
             params["force"] = True
-        return self.client.request("document/save", params, timeout)
+
+        def hook(result: dict) -> None:
+            self.uri = result["uri"]
+
+        return self.client.request("document/save", params, timeout, hook=hook)
 
     def revert(self, timeout: float = 60.0) -> dict:
         """``document/revert``: the package as it is on disk; the history is dropped."""

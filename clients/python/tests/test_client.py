@@ -751,7 +751,7 @@ def test_hot_exit_keeps_the_journals_unless_told_not_to(start, tmp_path: Path) -
 # ------------------------------------------------------------------ packages and managed documents
 
 def test_a_package_document_writes_reads_undoes_and_saves(start, tmp_path: Path) -> None:
-    from docsession_client import ENTRY_ERROR, PackageDocument
+    from docsession_client import ALREADY_EXISTS, ENTRY_ERROR, PackageDocument
     c = start()
     bundle = tmp_path / "notes.textbundle"
     bundle.mkdir()
@@ -770,6 +770,16 @@ def test_a_package_document_writes_reads_undoes_and_saves(start, tmp_path: Path)
     assert package.save()["method"] == "exchange"
     assert (bundle / "text.md").read_text() == "# Changed\n" and not (bundle / "assets").exists()
     assert package.state()["hasUnsavedChanges"] is False and package.version == 4
+
+    # Save as: the document moves to the copy; the package saved from stays as it was.
+    package.write_entry("text.md", "# In the copy\n")
+    copy = tmp_path / "copy.textbundle"
+    assert package.save(to=copy)["method"] == "firstSave"
+    assert package.uri == path_to_uri(copy) and package.path == str(copy)
+    assert (copy / "text.md").read_text() == "# In the copy\n" and (bundle / "text.md").read_text() == "# Changed\n"
+    with pytest.raises(RpcError) as exists:
+        c.open_package(bundle).save(to=copy)
+    assert exists.value.code == ALREADY_EXISTS
 
 
 def test_a_packages_unsaved_entries_are_recovered_after_a_crash(start, tmp_path: Path) -> None:
