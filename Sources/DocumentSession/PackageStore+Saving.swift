@@ -177,7 +177,14 @@ extension PackageStore {
         _ handle: String, to path: String, isHeldElsewhere: @Sendable (String) async -> (path: String, handle: String)? = { _ in nil }
     ) async throws(DocumentError) {
         func check() throws(DocumentError) {
-            _ = try document(handle)
+            let source = try document(handle).path
+            // As rename(2): a directory does not go into itself, nor replace one that holds it.
+            if path.hasPrefix(source + "/") || source.hasPrefix(path + "/") {
+                throw .fileSystem(FileSystemError(
+                    errno: 22 /* EINVAL */, syscall: "save", path: path,
+                    reason: path.hasPrefix(source + "/") ? "a package cannot be saved as a package inside itself"
+                        : "a package cannot be saved as a directory that holds it"))
+            }
             if let other = saveAsTargets[path]?.handle ?? handleByPath[path], other != handle { throw .openElsewhere(path: path, handle: other) }
             let inside = path.hasSuffix("/") ? path : path + "/"
             if let (otherPath, other) = handleByPath.filter({ $0.key.hasPrefix(inside) }).min(by: { $0.key < $1.key }) {

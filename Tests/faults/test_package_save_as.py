@@ -140,6 +140,13 @@ def test_a_save_as_is_refused_precisely_and_changes_nothing(sandbox):
         assert error["data"]["path"] == str(target), error
     assert plain.read_text() == "a file\n" and link.is_symlink() and os.readlink(link) == str(existing)
 
+    # As rename(2): not into itself, nor over a directory that holds it (which force would remove).
+    for target, reason in ((package / "inner.textbundle", "inside itself"), (sandbox.docs, "holds it")):
+        reply = server.save(handle, to=uri(target), force=True)
+        error = error_of(reply)
+        assert error["code"] == FILE_SYSTEM_ERROR and error["data"]["code"] == "EINVAL", error
+        assert reason in error["message"], error
+
     assert tree(package) == original and tree(existing) == existing_tree and inner.read_text() == "inner\n"
     info = server.call("document/state", {"document": handle})
     assert info["uri"] == uri(package) and info["hasUnsavedChanges"] is True and info["version"] == 2, info
