@@ -18,7 +18,7 @@ from pathlib import Path
 
 from faultkit import uri, wait_until, write_file
 from test_package_journal import kill, package_journals, serve, wait_for_journal, wait_for_no_journal, write
-from test_packages import PACKAGE_SYSCALLS, make_bundle, siblings, tree
+from test_packages import PACKAGE_SYSCALLS, discover_save_calls, make_bundle, siblings, tree
 
 ALREADY_EXISTS = -32013
 FILE_SYSTEM_ERROR = -32010
@@ -253,27 +253,6 @@ def test_the_journal_follows_a_save_as(sandbox):
     assert len(package_journals(state)) == 1
 
 
-def discover_save_as_calls(sandbox, prepare) -> list[tuple[str, int]]:
-    """The system calls of one save as, in order, as (name, nth call of that name in the save's
-    thread): a save as traced without faults."""
-    server, handle, target = prepare()
-    tracer = sandbox.trace(server, trace=PACKAGE_SYSCALLS)
-    assert server.save(handle, to=uri(target)).result["method"] == "firstSave"
-    tracer.detach()
-    calls = tracer.calls()
-    swaps = [call for call in calls if call.name == "renameat2" and "RENAME_NOREPLACE" in call.args and target.name in call.args]
-    assert swaps, [call.line for call in calls]
-    thread = swaps[0].pid
-    counted: dict[str, int] = {}
-    points = []
-    for call in calls:
-        if call.pid != thread:
-            continue
-        counted[call.name] = counted.get(call.name, 0) + 1
-        points.append((call.name, counted[call.name]))
-    return points
-
-
 def test_sigkill_at_each_system_call_of_a_save_as_leaves_no_package_or_a_whole_one_and_the_original_untouched(sandbox):
     source = sandbox.docs / "notes.textbundle"
     target = sandbox.docs / "copy.textbundle"
@@ -295,7 +274,7 @@ def test_sigkill_at_each_system_call_of_a_save_as_leaves_no_package_or_a_whole_o
         return server, handle, target
 
     expected = {"assets", "assets/pixel.png", "text.md"}
-    points = discover_save_as_calls(sandbox, prepare)
+    points = discover_save_calls(sandbox, prepare, to=uri(target))
     assert len(points) >= 10, points
     outcomes = {"absent": 0, "whole": 0}
     for name, nth in points:

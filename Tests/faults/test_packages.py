@@ -243,14 +243,14 @@ def test_a_refused_exchange_falls_back_to_two_renames_and_says_so(sandbox):
     assert renames[0].injected and "RENAME_EXCHANGE" in renames[0].args, [call.line for call in renames]
 
 
-def discover_save_calls(sandbox, prepare) -> list[tuple[str, int]]:
-    """The system calls of one package save, in order, as (name, nth call of that name in the save's
-    thread): a save traced without faults."""
+def discover_save_calls(sandbox, prepare, **save_params) -> list[tuple[str, int]]:
+    """The system calls of one package save (`save_params`: a save as's `to`), in order, as (name,
+    nth call of that name in the save's thread): a save traced without faults."""
     server, handle, package = prepare()
     tracer = sandbox.trace(server, trace=PACKAGE_SYSCALLS)
-    server.save(handle)
+    server.save(handle, **save_params).result
     # The old tree goes after the answer, on another thread: let it go before the next run.
-    wait_until(lambda: siblings(package) == [], what="the old tree's removal")
+    wait_until(lambda: not [name for name in siblings(package) if ".docsession-stage-" in name], what="the old tree's removal")
     tracer.detach()
     calls = tracer.calls()
     swaps = [call for call in calls if call.name in ("renameat2", "renameat")]
