@@ -30,6 +30,21 @@ extension DocumentStore {
         }
     }
 
+    /// Thins the file's versions by age (``VersionStore/thin(documentPath:)``) in the background,
+    /// after the writes queued before: at an open, so that a file opened again long after its last
+    /// save does not keep its last hour of versions until its next save. The documents open here
+    /// before it was asked hear what went; the one being opened does not (its client lists the
+    /// versions when it asks: see ``reportVersions(of:added:removed:resolved:queuedAt:)``).
+    func thinVersions(of path: String, openedAs handle: String) {
+        // The mark of the open itself: the document opened is "opened after" it, and not told.
+        let mark = Int(handle.dropFirst()) ?? openMark
+        versionWrites?.run { [weak self] versions in
+            let removed = versions.thin(documentPath: path)
+            guard !removed.isEmpty, let self else { return }
+            Task(executorPreference: self.executor) { await self.reportVersions(of: path, removed: removed.map(\.id), queuedAt: mark) }
+        }
+    }
+
     /// Keeps `text` as a version of the document at `path` already resolved: a sync tool's
     /// conflict copy (`origin`, its file name) that a resolution settled.
     public func keepResolvedVersion(of path: String, kind: VersionStore.Kind = .syncConflict, text: TextBuffer, origin: String) {

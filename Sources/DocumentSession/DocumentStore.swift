@@ -502,6 +502,7 @@ public actor DocumentStore {
         documents[document.handle] = document
         handleByPath[document.path] = document.handle
         startPresenting(document.handle)
+        thinVersions(of: document.path, openedAs: document.handle)
     }
 
     // MARK: - Reading and editing

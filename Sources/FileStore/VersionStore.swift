@@ -363,6 +363,18 @@ public final class VersionStore: Sendable {
         }) ?? false
     }
 
+    /// Thins the document's versions by age now (``thinningRules``), as a version kept does: for a
+    /// file opened again long after its last save, whose last hour of versions would otherwise
+    /// stay until its next one. Answers what went (nothing when the store cannot be read).
+    public func thin(documentPath: String) -> [Version] {
+        guard let topDescriptor = try? openTop() else { return [] }
+        let top = topDescriptor.rawValue
+        return (try? locked(top) { () throws(FileSystemError) -> [Version] in
+            guard let slot = findSlot(top, documentPath) else { return [] }
+            return thin(top, slot: slot, documentPath: documentPath, keeping: nil)
+        }) ?? []
+    }
+
     // MARK: - Reading
 
     /// The versions of the document at `documentPath`, newest first (empty when it has none or the

@@ -438,6 +438,29 @@ struct VersionStoreTests {
         #expect(store.versions(of: path).map(\.id) == [all[late]!.id, all[lastHour.last!]!.id, all[unresolved]!.id])
     }
 
+    @Test("Thinned without a version kept (a file opened again long after): the same rules, nothing kept added")
+    func thinningWithoutAnAddition() throws {
+        let start: Int64 = 20_000 * day
+        let clock = TestClock(start)
+        let store = try makeStore(durable: false, clock: clock)
+        var ids: [String] = []
+        for minutes in [0, 10, 20, 30, 40] {
+            clock.set(start + Int64(minutes) * minute)
+            let addition = try #require(try store.add(documentPath: "/saved.txt", kind: .saved, text: bytes("at \(minutes)")))
+            ids.append(addition.version.id)
+        }
+        // Within the last hour of the newest: nothing goes yet.
+        #expect(store.thin(documentPath: "/saved.txt").isEmpty)
+        #expect(store.versions(of: "/saved.txt").count == 5)
+        // Two days later: one a day; the newest stays (day 20,000 holds them all).
+        clock.set(start + 2 * day)
+        let removed = store.thin(documentPath: "/saved.txt")
+        #expect(Set(removed.map(\.id)) == Set(ids.dropLast()))
+        #expect(store.versions(of: "/saved.txt").map(\.id) == [ids.last!])
+        for id in ids.dropLast() { expectGone(store, id) }
+        #expect(store.thin(documentPath: "/none.txt").isEmpty)
+    }
+
     @Test("The per-document cap no longer cuts the last hour: 300 saves of the last hour all stay")
     func lastHourIsNotCapped() throws {
         let clock = TestClock(20_000 * day)

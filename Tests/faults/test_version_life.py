@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultkit import Server, uri, write_file
+from faultkit import Server, uri, wait_until, write_file
 from rpc_client import end_daemons
 
 UNKNOWN_VERSION = -32020
@@ -222,3 +222,38 @@ def test_every_holder_of_a_shared_document_hears_of_its_versions(sandbox):
         for server in sandbox.servers:
             server.kill()
         end_daemons(runtime)
+
+
+def test_versions_are_thinned_when_the_file_is_opened_again_long_after_its_last_save(sandbox):
+    """§8.21: thinning by age also runs at an open, not only when a version is kept, so a file
+    saved four times in a minute and opened again two days later keeps only the newest. Two days
+    pass by renaming the version files of the store as a server two days earlier would have named
+    them (`<date ns>-<pid>-<n>-<hash>.<kind>`)."""
+    path = write_file(sandbox.docs / "diary.txt", "start\n")
+    server = serve(sandbox)
+    document = server.open(path)["document"]
+    for n in range(4):
+        set_text(server, document, f"entry {n}\n")
+        save(server, document)
+    wait_until(lambda: len(versions(server, document)) == 4, what="the four saved versions")
+    newest = versions(server, document)[0]["id"]
+    server.shutdown()
+
+    two_days = 2 * 24 * 3600 * 10**9
+    aged = 0
+    for slot in (sandbox.root / "state" / "versions").iterdir():
+        if not slot.is_dir():
+            continue
+        for entry in slot.iterdir():
+            date, _, rest = entry.name.partition("-")
+            if date.isdigit() and entry.name.endswith(".saved"):
+                entry.rename(slot / f"{int(date) - two_days}-{rest}")
+                aged += 1
+    assert aged == 4
+
+    again = serve(sandbox)
+    reopened = again.open(path)["document"]
+    wait_until(lambda: len(versions(again, reopened)) == 1, what="the versions thinned to the newest at the open")
+    [kept] = versions(again, reopened)
+    assert kept["id"].split("-", 1)[1] == newest.split("-", 1)[1], (kept, newest)
+    assert again.call("document/readVersion", {"document": reopened, "id": kept["id"]})["text"] == "entry 3\n"
