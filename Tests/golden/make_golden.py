@@ -370,7 +370,9 @@ SESSIONS: dict[str, dict[str, Any]] = {
             ("req", "document/undo", {"document": "p1", "version": 5}),
             ("req", "document/state", {"document": "p1"}),
             ("req", "document/save", {"document": "p1"}),
-            ("req", "document/save", {"document": "p1", "to": uri("copy.textbundle")}),  # -32602
+            ("req", "document/save", {"document": "p1", "to": uri("copy.textbundle")}),  # save as: p1 moves there
+            ("req", "document/save", {"document": "p1", "to": "copy.textbundle"}),  # -32602: not a file URI
+            ("req", "document/save", {"document": "p1", "to": uri("notes.txt")}),  # -32013: something is there
             ("req", "document/revert", {"document": "p1"}),
             ("req", "document/open", {"uri": uri("notes.txt"), "includeText": False}),
             ("req", "document/readEntry", {"document": "d1", "path": "text.md"}),  # -32031
