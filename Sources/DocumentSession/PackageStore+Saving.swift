@@ -20,6 +20,22 @@ extension PackageStore {
         _ = try document(handle)
     }
 
+    /// Waits for the save in progress of `handle`, if any, and makes the caller's the one in
+    /// progress (`saving`) in the same step: the check and the claim have no suspension between
+    /// them, so two saves of the document never run at once. (Awaiting ``waitForSave(_:)`` and then
+    /// claiming did not hold: the call can suspend after its last check, and two pipelined saves
+    /// of one package staged at once.) The caller finishes the answer and clears `saving` when it
+    /// ends.
+    func claimSave(_ handle: String) async throws(DocumentError) -> AsyncStream<Void>.Continuation {
+        while let running = saving[handle] {
+            await running.value
+        }
+        _ = try document(handle)
+        let (done, finished) = AsyncStream.makeStream(of: Void.self)
+        saving[handle] = Task { for await _ in done {} }
+        return finished
+    }
+
     /// `document/save` of a package: builds the new tree beside it and swaps it in (``PackageSave``).
     /// Refused when another program changed the package since it was read or saved (unless
     /// `force`), or while the document is in conflict (unless `force`). Entries written during the
@@ -29,17 +45,27 @@ extension PackageStore {
     /// cloned from the package, and the document lives at `newPath` from then on; the package is
     /// left as it is. Refused when something is at `newPath` (unless `force`: a directory there is
     /// replaced; anything else is never). ``reserveSaveAs(_:to:isHeldElsewhere:)`` checks and
-    /// holds `newPath` first (done here when the caller has not). Leftovers of an earlier save as
-    /// to `newPath` that was killed are removed first.
-    public func save(_ handle: String, force: Bool, to newPath: String? = nil) async throws(DocumentError) -> PackageSaveOutcome {
-        let requested = newPath.flatMap { (try? self.document(handle))?.path == $0 ? nil : $0 }
-        if let requested, saveAsTargets[requested]?.handle != handle { try await reserveSaveAs(handle, to: requested) }
-        defer { if let requested { releaseSaveAs(requested, handle: handle) } }
-        try await waitForSave(handle)
+    /// holds `newPath` first: the caller's, in request order (`reserved`), else done here; this
+    /// save lets that hold go when it ends. Leftovers of an earlier save as to `newPath` that was
+    /// killed are removed first.
+    public func save(
+        _ handle: String, force: Bool, to newPath: String? = nil, reserved: Bool = false
+    ) async throws(DocumentError) -> PackageSaveOutcome {
+        if let newPath, !reserved { try await reserveSaveAs(handle, to: newPath) }
+        // Each hold is let go once, whatever the save does (one left would make opens of the
+        // path wait for ever).
+        defer { if let newPath { releaseSaveAs(newPath, handle: handle) } }
+        let finished = try await claimSave(handle)
+        defer {
+            finished.finish()
+            saving[handle] = nil
+            // A change seen while the save ran is looked at now (against the tree it recorded).
+            if checkAgain.remove(handle) != nil { Task { await self.check(handle) } }
+        }
         let document = try document(handle)
         let source = document.path
         // An earlier save as of this document, waited for above, may have moved it there already.
-        let saveAs = requested == source ? nil : requested
+        let saveAs = newPath == source ? nil : newPath
         let path = saveAs ?? source
         let expected = document.signature
         let deleted = document.deletedOnDisk
@@ -62,14 +88,6 @@ extension PackageStore {
             })))
         }
         let exchangeUnsupported = exchangeUnsupported
-        let (done, finished) = AsyncStream.makeStream(of: Void.self)
-        saving[handle] = Task { for await _ in done {} }
-        defer {
-            finished.finish()
-            saving[handle] = nil
-            // A change seen while the save ran is looked at now (against the tree it recorded).
-            if checkAgain.remove(handle) != nil { Task { await self.check(handle) } }
-        }
         let kind = document.kind
         // The history's steps refer to the disk's content of entries the save replaces or removes:
         // that content is read into memory first, so an undo past the save still finds it.

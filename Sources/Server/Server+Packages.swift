@@ -173,7 +173,7 @@ extension Server {
         let target = newPath
         return .later {
             do throws(DocumentError) {
-                let outcome = try await packages.save(handle, force: force, to: target)
+                let outcome = try await packages.save(handle, force: force, to: target, reserved: true)
                 return .success(PackageSaveAnswer(outcome: outcome))
             } catch {
                 return .failure(Self.responseError(error, id: .null))

@@ -342,3 +342,16 @@ def test_a_save_as_holds_its_path_from_its_request_another_save_as_is_refused_an
     opened = answers[opening]["result"]
     assert opened["document"] == handle and opened["uri"] == uri(target), opened
     assert tree(target)["text.md"] == b"first\n" and tree(second)["text.md"] == b"# Notes\n\nFirst line\n"
+
+    # The same document's saves as to one path, pipelined: the second is a save in place there, and
+    # each lets its hold go (an open of the path after them is answered, not kept waiting).
+    elsewhere = sandbox.docs / "elsewhere.textbundle"
+    write(server, handle, "text.md", "twice\n")
+    ids = [server.send_save(handle, to=uri(elsewhere)) for _ in range(2)]
+    answers = {}
+    while len(answers) < 2:
+        message = server.rpc.read_message(60)
+        if isinstance(message, dict) and "method" not in message:
+            answers[message["id"]] = message
+    assert [answers[i].get("result", {}).get("method") for i in ids] == ["firstSave", "exchange"], answers
+    assert server.call("document/open", {"uri": uri(elsewhere)})["document"] == handle
