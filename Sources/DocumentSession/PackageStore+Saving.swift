@@ -11,13 +11,57 @@ extension PackageStore {
         public var result: PackageSaveResult
     }
 
-    /// Waits for the save in progress of `handle`, if any (the managed store is not touched while a
-    /// save publishes it; saves run one at a time).
+    /// Waits for the saves asked for before (the line of ``enqueueSave(_:force:to:reserved:)``: a
+    /// revert, close or store call asked for after a save comes after it) and the save in progress
+    /// of `handle`, if any (the managed store is not touched while a save publishes it; saves run
+    /// one at a time). Never called from a save of the line (it would wait for itself).
     func waitForSave(_ handle: String) async throws(DocumentError) {
+        await saveLine[handle]?.value
         while let running = saving[handle] {
             await running.value
         }
         _ = try document(handle)
+    }
+
+    /// `document/save` of a package asked for now, in request order: the save starts once the
+    /// document's saves asked for before it have ended (``save(_:force:to:reserved:)``), whatever
+    /// order the requests' tasks reach the store in. Answers its outcome when it ends.
+    public func enqueueSave(
+        _ handle: String, force: Bool, to newPath: String? = nil, reserved: Bool = false
+    ) -> Task<Result<PackageSaveOutcome, DocumentError>, Never> {
+        let previous = saveLine[handle]
+        // What it writes is taken now, in request order: a write asked for after it stays unsaved
+        // even when it reaches the store before this save begins.
+        let taken = documents[handle].map {
+            SaveSnapshot(entries: $0.entries, emptyDirectories: $0.emptyDirectories, position: $0.position, version: $0.version)
+        }
+        let task = Task { () -> Result<PackageSaveOutcome, DocumentError> in
+            await previous?.value
+            do throws(DocumentError) {
+                return .success(try await self.save(handle, force: force, to: newPath, reserved: reserved, taken: taken))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let end = Task { _ = await task.value }
+        saveLine[handle] = end
+        Task { await end.value; self.endOfLine(handle, end) }
+        return task
+    }
+
+    /// What a save asked for writes: the entries, empty directories and history position as of
+    /// its request.
+    public struct SaveSnapshot: Sendable {
+        var entries: [String: EntryContent]
+        var emptyDirectories: Set<String>
+        var position: Int
+        /// The version written (the save's answer).
+        var version: Int64
+    }
+
+    /// The line's last save ended: the line goes (unless a later one joined it).
+    private func endOfLine(_ handle: String, _ end: Task<Void, Never>) {
+        if saveLine[handle] == end { saveLine[handle] = nil }
     }
 
     /// Waits for the save in progress of `handle`, if any, and makes the caller's the one in
@@ -49,7 +93,7 @@ extension PackageStore {
     /// save lets that hold go when it ends. Leftovers of an earlier save as to `newPath` that was
     /// killed are removed first.
     public func save(
-        _ handle: String, force: Bool, to newPath: String? = nil, reserved: Bool = false
+        _ handle: String, force: Bool, to newPath: String? = nil, reserved: Bool = false, taken: SaveSnapshot? = nil
     ) async throws(DocumentError) -> PackageSaveOutcome {
         if let newPath, !reserved { try await reserveSaveAs(handle, to: newPath) }
         // Each hold is let go once, whatever the save does (one left would make opens of the
@@ -72,16 +116,18 @@ extension PackageStore {
         if document.state.contains(.inConflict) && !force {
             throw .packageChangedOnDisk(path: source, expected: expected.etag, found: document.theirSignature?.etag ?? expected.etag)
         }
-        // What the save writes: every entry as the session holds it now.
-        let snapshot = document.entries
-        let position = document.position
+        // What the save writes: every entry as the session held it when the save was asked for
+        // (`taken`, in request order), else now.
+        let snapshot = taken?.entries ?? document.entries
+        let position = taken?.position ?? document.position
+        let savedVersion = taken?.version ?? document.version
         var writes: [PackageEntryWrite] = snapshot.keys.sorted().map { path in
             switch snapshot[path]! {
             case .onDisk: return PackageEntryWrite(path: path, source: .unchanged)
             case .bytes(let bytes): return PackageEntryWrite(path: path, source: .bytes(bytes))
             }
         }
-        writes += document.emptyDirectories.sorted().map { PackageEntryWrite(path: $0, source: .directory) }
+        writes += (taken?.emptyDirectories ?? document.emptyDirectories).sorted().map { PackageEntryWrite(path: $0, source: .directory) }
         if let database = databases[handle] {
             writes.append(PackageEntryWrite(path: DatabaseLayout.storePath, source: .produce({ (destination) throws(FileSystemError) in
                 try database.publish(to: destination)
@@ -183,7 +229,7 @@ extension PackageStore {
             Task { self.restartWatching(handle); await self.check(handle) }
             var answered = saved
             answered.oldTree = nil
-            return PackageSaveOutcome(version: document.version, path: path, result: answered)
+            return PackageSaveOutcome(version: savedVersion, path: path, result: answered)
         }
     }
 

@@ -27,6 +27,9 @@ public actor PackageStore {
     var watches: [String: DirectoryWatch] = [:]
     /// The removals of old trees that saves left beside their packages (after their answers).
     var leftoverRemovals: [Task<Void, Never>] = []
+    /// The last save asked for of each document (``enqueueSave(_:force:to:reserved:)``): the next
+    /// one starts after it.
+    var saveLine: [String: Task<Void, Never>] = [:]
     /// The paths saves as are writing, from their requests (in order) to their ends: a second save
     /// as to one of them is refused, an open of one waits for the save.
     var saveAsTargets: [String: SaveAsReservation] = [:]

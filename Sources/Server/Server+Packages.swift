@@ -170,13 +170,12 @@ extension Server {
                 try await packages.reserveSaveAs(handle, to: newPath, isHeldElsewhere: { path in await store.openDocument(atOrUnder: path) })
             }
         }
-        let target = newPath
+        // In line in request order: a save asked for after this one runs after it.
+        let saving = await packages.enqueueSave(handle, force: force, to: newPath, reserved: newPath != nil)
         return .later {
-            do throws(DocumentError) {
-                let outcome = try await packages.save(handle, force: force, to: target, reserved: true)
-                return .success(PackageSaveAnswer(outcome: outcome))
-            } catch {
-                return .failure(Self.responseError(error, id: .null))
+            switch await saving.value {
+            case .success(let outcome): return .success(PackageSaveAnswer(outcome: outcome))
+            case .failure(let error): return .failure(Self.responseError(error, id: .null))
             }
         }
     }

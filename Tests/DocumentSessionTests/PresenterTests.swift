@@ -796,6 +796,12 @@ struct PresenterTests {
         // The first conflict version stored before the next write (versions are dated when the
         // idle thread stores them, not when the file was read).
         #expect(try await eventually { try await p.store.versions(p.handle).count == 1 })
+        // Its `versionsChanged` comes after it is listed (the report hops to the store's actor):
+        // waited for too, or it could land after the clear below (CI run 50, under load).
+        _ = try await p.log.wait { event in
+            if case .versionsChanged(let added, _, _) = event.kind { return !added.isEmpty }
+            return false
+        }
         p.log.clear()
         times = [timespec(tv_sec: 2_000_000, tv_nsec: 0), timespec(tv_sec: 2_000_000, tv_nsec: 0)]
         #expect(utimensat(AT_FDCWD, p.path, &times, 0) == 0)

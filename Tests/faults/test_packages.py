@@ -355,3 +355,32 @@ def test_a_package_closed_and_opened_again_while_its_old_tree_is_being_removed_i
         tracer.detach()
     assert "interruptedSave" not in info, info
     assert siblings(package) == [] and tree(package)["text.md"] == b"# Saved\n"
+
+
+def test_saves_keep_request_order_with_the_writes_and_saves_pipelined_around_them(sandbox):
+    """§13.3: saves are in request order for the document, and a write sent after a save stays
+    unsaved, even when requests are pipelined (sent without waiting) and the save's work reaches
+    the store after the write's: what a save writes is taken when it is asked for."""
+    package = make_bundle(sandbox.docs)
+    server = sandbox.start(args=("serve", "--no-journal"))
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    rpc = server.rpc
+    for round in range(40):
+        ids = []
+        for text in (f"saved {round}\n", f"unsaved {round}\n"):
+            ids.append(server.send_save(handle))
+            ids.append(rpc.next_id)
+            rpc.next_id += 1
+            rpc.send({"jsonrpc": "2.0", "id": ids[-1], "method": "document/writeEntry",
+                      "params": {"document": handle, "path": "text.md", "text": text}})
+        answers = {}
+        while len(answers) < len(ids):
+            message = rpc.read_message(60)
+            if isinstance(message, dict) and "method" not in message:
+                answers[message["id"]] = message
+        assert all("result" in answers[i] for i in ids), answers
+        # The second save wrote the first write; the second write stays unsaved.
+        assert answers[ids[2]]["result"]["version"] == answers[ids[1]]["result"]["version"], answers
+        assert (package / "text.md").read_text() == f"saved {round}\n", round
+        state = server.call("document/state", {"document": handle})
+        assert state["hasUnsavedChanges"] is True, (round, state)
