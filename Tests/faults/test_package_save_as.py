@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sqlite3
 from pathlib import Path
 
 from faultkit import uri, wait_until, write_file
 from test_package_journal import kill, package_journals, serve, wait_for_journal, wait_for_no_journal, write
-from test_packages import PACKAGE_SYSCALLS, discover_save_calls, make_bundle, siblings, tree
+from test_packages import discover_save_calls, make_bundle, save_killed_at, siblings, tree
 
 ALREADY_EXISTS = -32013
 FILE_SYSTEM_ERROR = -32010
@@ -279,17 +278,9 @@ def test_sigkill_at_each_system_call_of_a_save_as_leaves_no_package_or_a_whole_o
     outcomes = {"absent": 0, "whole": 0}
     for name, nth in points:
         server, handle, _ = prepare()
-        tracer = sandbox.trace(server, trace=PACKAGE_SYSCALLS, inject=(f"{name}:signal=SIGKILL:when={nth}",))
-        request = server.send_save(handle, to=uri(target))
-        try:
-            response, _ = server.rpc.read_until_response(request, timeout=60)
-        except EOFError:
-            assert server.wait_exit() == -signal.SIGKILL, (name, nth)
-            tracer.wait()
-        else:
+        response = save_killed_at(sandbox, server, handle, name, nth, to=uri(target))
+        if response is not None:
             assert response.get("result", {}).get("method") == "firstSave", (name, nth, response)
-            tracer.stop()
-            server.kill()
         assert tree(source) == original, (name, nth)
         if target.exists():
             now = tree(target)

@@ -266,6 +266,23 @@ def discover_save_calls(sandbox, prepare, **save_params) -> list[tuple[str, int]
     return points
 
 
+def save_killed_at(sandbox, server, handle: str, name: str, nth: int, **save_params) -> dict | None:
+    """Sends a save (`save_params`: a save as's `to`) with strace set to SIGKILL the server at the
+    `nth` call `name`: None once the server died of it, else the save's response (it made fewer
+    such calls; the server is then killed)."""
+    tracer = sandbox.trace(server, trace=PACKAGE_SYSCALLS, inject=(f"{name}:signal=SIGKILL:when={nth}",))
+    request = server.send_save(handle, **save_params)
+    try:
+        response, _ = server.rpc.read_until_response(request, timeout=60)
+    except EOFError:
+        assert server.wait_exit() == -signal.SIGKILL, (name, nth)
+        tracer.wait()
+        return None
+    tracer.stop()
+    server.kill()
+    return response
+
+
 def kill_points(sandbox, prepare, check_whole) -> None:
     points = discover_save_calls(sandbox, prepare)
     assert len(points) >= 10, points
@@ -273,20 +290,12 @@ def kill_points(sandbox, prepare, check_whole) -> None:
     missed = []
     for name, nth in points:
         server, handle, package = prepare()
-        tracer = sandbox.trace(server, trace=PACKAGE_SYSCALLS, inject=(f"{name}:signal=SIGKILL:when={nth}",))
-        request = server.send_save(handle)
-        try:
-            response, _ = server.rpc.read_until_response(request, timeout=60)
-        except EOFError:
-            assert server.wait_exit() == -signal.SIGKILL, (name, nth)
-            tracer.wait()
-        else:
+        response = save_killed_at(sandbox, server, handle, name, nth)
+        if response is not None:
             # This save made fewer such calls than the traced one (SQLite opens its working copy's
             # files as it needs them): it ran to the end, and must have saved.
             assert response.get("result", {}).get("method") in ("exchange", "renames"), (name, nth, response)
             missed.append((name, nth))
-            tracer.stop()
-            server.kill()
         outcome = check_whole(package, (name, nth))
         outcomes[outcome] += 1
         # The next open finishes or rolls back what the dead server left: nothing beside the package.

@@ -94,16 +94,16 @@ def end_daemons(runtime_dir: Path | str, timeout: float = DEADLINE) -> None:
     once the test's `connect` processes have ended. Not only the pid in `daemon.lock`: when two
     `connect`s start at once, each starts a daemon; the one that loses the lock exits (status 75),
     but a loser still starting up when the winner is killed takes the free lock and lives on."""
-    deadline = time.monotonic() + timeout
-    while pids := daemons_on(runtime_dir):
+    def none_left() -> bool:
+        pids = daemons_on(runtime_dir)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"daemons {pids} on {runtime_dir} still alive after {timeout} s")
-        time.sleep(0.01)
+        return not pids
+
+    wait_until(none_left, timeout=timeout, what=f"every daemon on {runtime_dir} to die")
 
 
 def binary_path() -> Path:

@@ -875,8 +875,8 @@ def end_daemons(runtime: Path) -> None:
     once; the loser exits (status 75) when it finds the lock held, but one still starting up when
     the winner is killed takes the free lock and would live on."""
     wanted = b"--runtime-dir\0" + str(runtime).encode() + b"\0"
-    deadline = time.monotonic() + 60
-    while True:
+
+    def none_left() -> bool:
         pids = []
         for entry in filter(str.isdigit, os.listdir("/proc")):
             try:
@@ -886,15 +886,14 @@ def end_daemons(runtime: Path) -> None:
                 continue
             if b"\0daemon\0" in command and wanted in command and stat[stat.rindex(")") + 2] not in "ZX":
                 pids.append(int(entry))
-        if not pids:
-            return
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        assert time.monotonic() < deadline, f"daemons {pids} on {runtime} still alive"
-        time.sleep(0.01)
+        return not pids
+
+    wait_until(none_left)
 
 
 def wait_until(predicate, timeout: float = 60.0) -> None:
