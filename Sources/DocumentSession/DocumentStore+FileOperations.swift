@@ -96,10 +96,14 @@ extension DocumentStore {
     /// directory flushed (on a thread of its own), then the document is closed without saving
     /// (`closed`). If the unlink fails, the document stays open and watched, and the error is
     /// thrown. Answers the handle closed.
-    public func finishDelete(_ ticket: FileOperationTicket, _ file: FileOperand, discard: Bool) async throws(FileOperationError) -> String? {
+    /// `keepingTurn` as for ``finishSave(_:progress:isCancelled:keepingTurn:)``, when there is a
+    /// document.
+    public func finishDelete(
+        _ ticket: FileOperationTicket, _ file: FileOperand, discard: Bool, keepingTurn: Bool = false
+    ) async throws(FileOperationError) -> String? {
         var handle = ticket.handle
         if handle != nil { await waitForTurn(ticket.turn) }
-        defer { if let locked = ticket.handle { release(locked) } }
+        defer { if !keepingTurn, let locked = ticket.handle { release(locked) } }
         if let open = handle, documents[open] == nil { handle = nil }
         func giveBackEditing(_ error: DocumentError?) {
             guard let handle, !ticket.acquired else { return }
@@ -152,12 +156,15 @@ extension DocumentStore {
     /// systems a copy, a flush, then the unlink), under the lock of its document, which then follows
     /// it as it follows a move by another program: its path, watch, locator and versions, with
     /// `document/didMove` (the `.moved` event). Its text and unsaved edits stay as they are.
+    /// `keepingTurn` as for ``finishSave(_:progress:isCancelled:keepingTurn:)``, when there is a
+    /// document.
     public func finishMove(
-        _ ticket: FileOperationTicket, from source: FileOperand, to destination: FileOperand, replace: Bool
+        _ ticket: FileOperationTicket, from source: FileOperand, to destination: FileOperand, replace: Bool,
+        keepingTurn: Bool = false
     ) async throws(FileOperationError) -> MoveResult {
         var handle = ticket.handle
         if handle != nil { await waitForTurn(ticket.turn) }
-        defer { if let locked = ticket.handle { release(locked) } }
+        defer { if !keepingTurn, let locked = ticket.handle { release(locked) } }
         if let open = handle, documents[open] == nil { handle = nil }
         do throws(DocumentError) {
             // Opened meanwhile (the lock was waited for)?

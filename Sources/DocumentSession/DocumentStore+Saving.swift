@@ -57,13 +57,15 @@ extension DocumentStore {
         return SaveTicket(handle: handle, newPath: newPath, force: force, text: text, turn: reserve(handle))
     }
 
-    /// Runs a save begun by ``beginSave(_:to:force:)``, off the actor.
+    /// Runs a save begun by ``beginSave(_:to:force:)``, off the actor. `keepingTurn`: the document's
+    /// turn stays taken when it returns, until the caller lets go of it with
+    /// ``releaseTurn(of:)`` (a request's, once its answer is written).
     public func finishSave(
         _ ticket: SaveTicket, progress: @escaping @Sendable (Int, Int) -> Void = { _, _ in },
-        isCancelled: @escaping @Sendable () -> Bool = { false }
+        isCancelled: @escaping @Sendable () -> Bool = { false }, keepingTurn: Bool = false
     ) async throws(DocumentError) -> SaveResult {
         await waitForTurn(ticket.turn)
-        defer { release(ticket.handle) }
+        defer { if !keepingTurn { release(ticket.handle) } }
         return try await runSave(
             ticket.handle, text: ticket.text, to: ticket.newPath, force: ticket.force, autosave: false,
             progress: progress, isCancelled: isCancelled)
@@ -276,11 +278,12 @@ extension DocumentStore {
         (documents[handle]?.buffer.utf8Count ?? 0) >= Self.progressThreshold ? .progressAvailable : []
     }
 
-    /// Runs a revert begun by ``beginRevert(_:)``.
-    public func finishRevert(_ ticket: ExclusiveTicket) async throws(DocumentError) -> Document {
+    /// Runs a revert begun by ``beginRevert(_:)``; `keepingTurn` as for
+    /// ``finishSave(_:progress:isCancelled:keepingTurn:)``.
+    public func finishRevert(_ ticket: ExclusiveTicket, keepingTurn: Bool = false) async throws(DocumentError) -> Document {
         let handle = ticket.handle
         await waitForTurn(ticket.turn)
-        defer { release(handle) }
+        defer { if !keepingTurn { release(handle) } }
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         let path = document.path
         let encoding = document.encoding
@@ -393,12 +396,13 @@ extension DocumentStore {
 
     /// Runs a close begun by ``beginClose(_:save:)``: saves first with `ifChanged` if there are
     /// unsaved changes; if that save fails the document stays open (editable again) and the error
-    /// is thrown.
-    public func finishClose(_ ticket: ExclusiveTicket, save policy: SavePolicy) async throws(DocumentError) -> Bool {
+    /// is thrown. `keepingTurn` as for ``finishSave(_:progress:isCancelled:keepingTurn:)`` (a
+    /// ticket `closedNow` holds no turn).
+    public func finishClose(_ ticket: ExclusiveTicket, save policy: SavePolicy, keepingTurn: Bool = false) async throws(DocumentError) -> Bool {
         let handle = ticket.handle
         if ticket.closedNow { return false }
         await waitForTurn(ticket.turn)
-        defer { release(handle) }
+        defer { if !keepingTurn { release(handle) } }
         guard let document = documents[handle] else { throw .unknownDocument(handle) }
         var saved = false
         if policy == .ifChanged && document.hasUnsavedChanges {
@@ -553,6 +557,15 @@ extension DocumentStore {
         busy[handle]?.count(where: { $0.continuation != nil }) ?? 0
     }
 
+    /// Lets go of a turn that a `finish…(keepingTurn: true)` kept: the server calls it once the
+    /// request's answer is written, so that the next save, revert, close, delete or move of the
+    /// document, waiting for this turn, is answered after it (protocol §4.7: their responses come
+    /// in the order they were asked for). Letting go when the work returned, the next one could
+    /// run whole and be answered while this answer still waited to be written (the load soak).
+    public func releaseTurn(of handle: String) {
+        release(handle)
+    }
+
     /// Hands the document to the next in line, or marks it free.
     func release(_ handle: String) {
         guard var waiters = busy[handle], !waiters.isEmpty else {
@@ -581,7 +594,7 @@ final class LockTurn: @unchecked Sendable {
 /// A save begun in request order (see ``DocumentStore/beginSave(_:to:force:)``): the text it writes,
 /// and whether it holds the document's lock already.
 public struct SaveTicket: Sendable {
-    let handle: String
+    public let handle: String
     let newPath: String?
     let force: Bool
     let text: SaveText
@@ -624,7 +637,7 @@ struct SaveText: Sendable {
 /// A revert or close begun in request order: whether it holds the document's lock already, and
 /// (a close) whether it is done already.
 public struct ExclusiveTicket: Sendable {
-    let handle: String
+    public let handle: String
     /// Its place in line for the document's lock; nil: it took the lock when it began.
     let turn: LockTurn?
     var acquired: Bool { turn == nil }

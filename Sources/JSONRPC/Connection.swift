@@ -14,7 +14,11 @@ public enum Reply: Sendable {
     /// Long work (loading a large file, say) that runs off the ordered queue: the dispatcher goes on
     /// with the next message, and the response is written when the work finishes. The work must not
     /// touch state owned by the dispatcher; it talks to actors.
-    case later(@Sendable () async -> Result<JSONValue, ResponseError>)
+    ///
+    /// `answered` runs once the response has been written (for a batch, once the batch's array
+    /// has): work that holds something in its request's order, a document's turn say, lets go of
+    /// it there, so that whatever waits for it is answered after this request.
+    case later(@Sendable () async -> Result<JSONValue, ResponseError>, answered: (@Sendable () async -> Void)? = nil)
 }
 
 /// What the server does with each message; the connection handles everything about JSON-RPC itself
@@ -131,9 +135,12 @@ public final class Connection: Sendable {
             case .ready(let response):
                 writer.send(response)
                 return nil
-            case .deferred(let work):
+            case .deferred(let work, let answered):
                 let writer = writer
-                return Task { writer.send(await work.value) }
+                return Task {
+                    writer.send(await work.value)
+                    await answered?()
+                }
             }
         case .batch(let messages):
             var outcomes: [Outcome] = []
@@ -155,14 +162,18 @@ public final class Connection: Sendable {
             let pending = outcomes
             return Task {
                 var responses: [JSONValue] = []
+                var afterwards: [@Sendable () async -> Void] = []
                 for outcome in pending {
                     switch outcome {
                     case .none: break
                     case .ready(let response): responses.append(response.json)
-                    case .deferred(let work): responses.append(await work.value.json)
+                    case .deferred(let work, let answered):
+                        responses.append(await work.value.json)
+                        if let answered { afterwards.append(answered) }
                     }
                 }
                 send(responses)
+                for answered in afterwards { await answered() }
             }
         case .failure(let error):
             // Logged below warning: the client has the error, and stderr stays quiet by default.
@@ -192,7 +203,8 @@ public final class Connection: Sendable {
     private enum Outcome: Sendable {
         case none
         case ready(Response)
-        case deferred(Task<Response, Never>)
+        /// The work, and what runs once its response is written (``Reply/later(_:answered:)``).
+        case deferred(Task<Response, Never>, answered: (@Sendable () async -> Void)?)
 
         var isDeferred: Bool {
             if case .deferred = self { return true }
@@ -219,13 +231,14 @@ public final class Connection: Sendable {
             case .now(let result):
                 pending.finish(id)
                 return .ready(Response(id: id, result: result))
-            case .later(let work):
+            case .later(let work, let answered):
                 let pending = pending
-                return .deferred(Task {
-                    let result = await work()
-                    pending.finish(id)
-                    return Response(id: id, result: result)
-                })
+                return .deferred(
+                    Task {
+                        let result = await work()
+                        pending.finish(id)
+                        return Response(id: id, result: result)
+                    }, answered: answered)
             }
         case .notification(let notification):
             await handler.handle(notification)

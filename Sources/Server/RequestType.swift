@@ -60,7 +60,8 @@ struct NullResult: RequestResult {
 enum Answer<Result: RequestResult>: Sendable {
     case now(Result)
     /// The work runs off the queue; it must not touch the server's own state, only actors.
-    case later(@Sendable () async -> Swift.Result<Result, ResponseError>)
+    /// `answered` runs once the response is written (``Reply/later(_:answered:)``).
+    case later(@Sendable () async -> Swift.Result<Result, ResponseError>, answered: (@Sendable () async -> Void)? = nil)
 }
 
 /// A notification a client sends, as a type: its method's name and its params.
@@ -102,7 +103,7 @@ extension Server {
                     }
                     switch try await handler(server, params, context) {
                     case .now(let result): return .now(.success(result.json))
-                    case .later(let work): return .later { await work().map(\.json) }
+                    case .later(let work, let answered): return .later({ await work().map(\.json) }, answered: answered)
                     }
                 } catch {
                     return .now(.failure(error))

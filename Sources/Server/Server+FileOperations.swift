@@ -25,18 +25,21 @@ extension Server {
         } catch {
             throw Self.responseError(error, id: context.id)
         }
-        let work: @Sendable () async -> Result<DeleteDocumentResult, ResponseError> = {
+        let work: @Sendable (_ keepingTurn: Bool) async -> Result<DeleteDocumentResult, ResponseError> = { keepingTurn in
             defer { withExtendedLifetime(source) {} }
             do throws(FileOperationError) {
-                return .success(DeleteDocumentResult(closed: try await store.finishDelete(ticket, file, discard: discard)))
+                return .success(DeleteDocumentResult(
+                    closed: try await store.finishDelete(ticket, file, discard: discard, keepingTurn: keepingTurn)))
             } catch {
                 return .failure(Self.responseError(error, id: context.id))
             }
         }
         // Nothing running on the document: in request order (the unlink runs on a thread of its
         // own meanwhile). Otherwise after the save, revert or close running on it, off the queue.
-        guard ticket.runsAtOnce else { return .later(work) }
-        return .now(try await work().get())
+        guard ticket.runsAtOnce else {
+            return .later({ await work(true) }, answered: Self.releasingTurn(of: ticket.handle, store))
+        }
+        return .now(try await work(false).get())
     }
 
     /// `document/move`: `{uri | document, to, replace?}` → `{uri, displayName, fileType, document}`.
@@ -151,15 +154,16 @@ extension Server {
         } catch {
             throw Self.responseError(error, id: context.id)
         }
-        return .later {
-            defer { withExtendedLifetime((source, destination)) {} }
-            do throws(FileOperationError) {
-                let moved = try await store.finishMove(ticket, from: from, to: to, replace: replace)
-                return .success(MoveDocumentResult(path: moved.path, handle: moved.handle))
-            } catch {
-                return .failure(Self.responseError(error, id: context.id))
-            }
-        }
+        return .later(
+            {
+                defer { withExtendedLifetime((source, destination)) {} }
+                do throws(FileOperationError) {
+                    let moved = try await store.finishMove(ticket, from: from, to: to, replace: replace, keepingTurn: true)
+                    return .success(MoveDocumentResult(path: moved.path, handle: moved.handle))
+                } catch {
+                    return .failure(Self.responseError(error, id: context.id))
+                }
+            }, answered: Self.releasingTurn(of: ticket.handle, store))
     }
 
     // MARK: - Params

@@ -28,7 +28,7 @@ extension Answer {
     func asText<Package: RequestResult>() -> Answer<EitherResult<Result, Package>> {
         switch self {
         case .now(let result): return .now(.text(result))
-        case .later(let work): return .later { await work().map { .text($0) } }
+        case .later(let work, let answered): return .later({ await work().map { .text($0) } }, answered: answered)
         }
     }
 }

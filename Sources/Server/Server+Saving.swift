@@ -22,17 +22,26 @@ extension Server {
             throw Self.responseError(error, id: context.id)
         }
         let progress = ProgressReporter(token: params.workDoneToken, title: "Saving", writer: writer)
-        return .later {
-            defer { progress.end() }
-            do throws(DocumentError) {
-                let saved = try await store.finishSave(
-                    ticket, progress: { done, total in progress.report(done: done, total: total) },
-                    isCancelled: { context.cancellation.isCancelled })
-                return .success(SaveDocumentResult(saved: saved))
-            } catch {
-                return .failure(Self.responseError(error, id: context.id))
-            }
-        }
+        return .later(
+            {
+                defer { progress.end() }
+                do throws(DocumentError) {
+                    let saved = try await store.finishSave(
+                        ticket, progress: { done, total in progress.report(done: done, total: total) },
+                        isCancelled: { context.cancellation.isCancelled }, keepingTurn: true)
+                    return .success(SaveDocumentResult(saved: saved))
+                } catch {
+                    return .failure(Self.responseError(error, id: context.id))
+                }
+            }, answered: Self.releasingTurn(of: ticket.handle, store))
+    }
+
+    /// What a request whose work kept its document's turn (`keepingTurn: true`) runs once its
+    /// answer is written: it lets go of the turn, so that the next save, revert, close, delete or
+    /// move of the document is answered after this one (§4.7).
+    static func releasingTurn(of handle: String?, _ store: DocumentStore) -> (@Sendable () async -> Void)? {
+        guard let handle else { return nil }
+        return { await store.releaseTurn(of: handle) }
     }
 
     /// `document/revert`: the text reloaded from the file as one undo step; edits are refused
@@ -49,15 +58,18 @@ extension Server {
             throw Self.responseError(error, id: context.id)
         }
         let membership = membership
-        return .later {
-            do throws(DocumentError) {
-                let reverted = try await Self.attributed(to: membership) { () throws(DocumentError) in try await store.finishRevert(ticket) }
-                return .success(DocumentInfo(reverted, includeText: includeText))
-            } catch {
-                // The revert reads with the document's own encoding, so no hint to name one.
-                return .failure(Self.responseError(error, id: context.id, encodingWasNamed: true))
-            }
-        }
+        return .later(
+            {
+                do throws(DocumentError) {
+                    let reverted = try await Self.attributed(to: membership) { () throws(DocumentError) in
+                        try await store.finishRevert(ticket, keepingTurn: true)
+                    }
+                    return .success(DocumentInfo(reverted, includeText: includeText))
+                } catch {
+                    // The revert reads with the document's own encoding, so no hint to name one.
+                    return .failure(Self.responseError(error, id: context.id, encodingWasNamed: true))
+                }
+            }, answered: Self.releasingTurn(of: ticket.handle, store))
     }
 
     /// `document/close`: `save` is `ifChanged` (the default: unsaved changes are saved first, and
@@ -80,13 +92,14 @@ extension Server {
         }
         // Nothing to save and nothing running on the document: closed in request order.
         if ticket.closedNow { return .now(CloseDocumentResult(saved: false)) }
-        return .later {
-            do throws(DocumentError) {
-                return .success(CloseDocumentResult(saved: try await store.finishClose(ticket, save: policy)))
-            } catch {
-                return .failure(Self.responseError(error, id: context.id))
-            }
-        }
+        return .later(
+            {
+                do throws(DocumentError) {
+                    return .success(CloseDocumentResult(saved: try await store.finishClose(ticket, save: policy, keepingTurn: true)))
+                } catch {
+                    return .failure(Self.responseError(error, id: context.id))
+                }
+            }, answered: Self.releasingTurn(of: ticket.handle, store))
     }
 
     /// The params of `document/stateChanged`.

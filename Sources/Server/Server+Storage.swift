@@ -128,13 +128,14 @@ extension Server {
             let destination = try await checkPath(destinationPath, field: field, mustExist: false)
             switch try await move(source, to: destination, replace: false, context) {
             case .now(let result): return .now(result)
-            case .later(let work):
+            case .later(let work, let answered):
                 // A move refused off the queue takes back the directories made for it.
-                return .later {
-                    let outcome = await work()
-                    if case .failure = outcome { await Workspace.removeEmptyDirectories(made) }
-                    return outcome
-                }
+                return .later(
+                    {
+                        let outcome = await work()
+                        if case .failure = outcome { await Workspace.removeEmptyDirectories(made) }
+                        return outcome
+                    }, answered: answered)
             }
         } catch {
             await Workspace.removeEmptyDirectories(made)

@@ -627,15 +627,16 @@ extension Server {
                 throw Self.responseError(error, id: .null)
             }
             let version = mirror.editorVersion
-            return .later {
-                do throws(DocumentError) {
-                    var saved = try await store.finishSave(ticket)
-                    saved.version = version
-                    return .success(CommandResult(json: SaveDocumentResult(saved: saved).json))
-                } catch {
-                    return .failure(Self.responseError(error, id: context.id))
-                }
-            }
+            return .later(
+                {
+                    do throws(DocumentError) {
+                        var saved = try await store.finishSave(ticket, keepingTurn: true)
+                        saved.version = version
+                        return .success(CommandResult(json: SaveDocumentResult(saved: saved).json))
+                    } catch {
+                        return .failure(Self.responseError(error, id: context.id))
+                    }
+                }, answered: Self.releasingTurn(of: ticket.handle, store))
         case .versions:
             do throws(DocumentError) {
                 return .now(CommandResult(json: VersionsResult(versions: try await store.versions(handle), copies: try await store.syncCopies(handle)).json))

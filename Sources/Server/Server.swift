@@ -273,7 +273,7 @@ public actor Server: MessageHandler {
             if server.isPackage(params.handle) {
                 switch try await server.savePackage(params) {
                 case .now(let result): return .now(.package(result))
-                case .later(let work): return .later { await work().map { .package($0) } }
+                case .later(let work, let answered): return .later({ await work().map { .package($0) } }, answered: answered)
                 }
             }
             return try await server.saveDocument(params, context).asText()
@@ -371,17 +371,18 @@ public actor Server: MessageHandler {
         let started = ContinuousClock.now
         let reply = await answer(request, context: context)
         guard case .now(let result) = reply else {
-            guard case .later(let work) = reply, trace != .off else { return reply }
+            guard case .later(let work, let answered) = reply, trace != .off else { return reply }
             // Deferred work is traced when its answer is ready, at the level in force now.
             let level = trace
             let writer = writer
             let label = "'\(request.method) - (\(request.id))'"
-            return .later {
-                let result = await work()
-                let elapsed = started.duration(to: .now)
-                Self.sendTrace(Self.responseTraceMessage(label, elapsed), verbose: Self.traceOutcome(result), level: level, writer: writer)
-                return result
-            }
+            return .later(
+                {
+                    let result = await work()
+                    let elapsed = started.duration(to: .now)
+                    Self.sendTrace(Self.responseTraceMessage(label, elapsed), verbose: Self.traceOutcome(result), level: level, writer: writer)
+                    return result
+                }, answered: answered)
         }
         if trace != .off {
             let label = "'\(request.method) - (\(request.id))'"

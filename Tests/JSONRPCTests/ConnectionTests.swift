@@ -10,6 +10,10 @@ private final class EchoHandler: MessageHandler {
     var notifications: [String] = []
     var answered: [RequestID] = []
     var exitStatus: Int32?
+    /// The connection's output, and for each `answered` action run (method "held"), the ids of
+    /// the responses written by then.
+    var output: Captured?
+    let writtenWhenAnswered = WrittenWhenAnswered()
 
     func handle(_ request: Request, context: RequestContext) async -> Reply {
         answered.append(request.id)
@@ -22,6 +26,21 @@ private final class EchoHandler: MessageHandler {
                 return .success(params)
             }
         }
+        if request.method == "held", let output {
+            // Deferred work holding something until its answer is out (a document's turn).
+            let written = writtenWhenAnswered
+            return .later(
+                {
+                    try? await Task.sleep(for: .milliseconds(20))
+                    return .success(.null)
+                },
+                answered: {
+                    let ids = output.messages.withLock { messages in
+                        messages.flatMap { $0.arrayValue ?? [$0] }.compactMap { $0["id"] }
+                    }
+                    written.ids.withLock { $0.append(ids) }
+                })
+        }
         return .now(.success(request.params ?? .null))
     }
 
@@ -33,6 +52,11 @@ private final class EchoHandler: MessageHandler {
     func handle(_ response: Response) async {}
 
     func inputEnded(midMessage: Bool) async -> Int32 { 1 }
+}
+
+/// The ids of the responses written when each `answered` action ran.
+private final class WrittenWhenAnswered: Sendable {
+    let ids = Mutex<[[JSONValue]]>([])
 }
 
 /// A connection whose output is captured as parsed messages.
@@ -56,6 +80,7 @@ private final class Harness {
             }
             return true
         })
+        handler.output = output
         connection = Connection(input: -1, writer: writer, maxMessageSize: 1 << 20, logger: Logger(label: "test"))
         decoder = InboundDecoder(maxMessageSize: 1 << 20, pending: connection.pending)
     }
@@ -182,6 +207,19 @@ struct DeferredReplyTests {
         #expect(output.map { $0["id"] } == [2, 1])
         #expect(output.last?["result"] == ["slow"])
         #expect(harness.connection.pending.count == 0)
+    }
+
+    @Test("what a deferred reply holds is let go of once its response is written, alone or in a batch")
+    func answeredAfterTheResponse() async {
+        let harness = Harness()
+        _ = await harness.run(#"{"jsonrpc":"2.0","id":1,"method":"held"}"#)
+        #expect(harness.handler.writtenWhenAnswered.ids.withLock { $0 } == [[1]])
+        _ = await harness.run(#"[{"jsonrpc":"2.0","id":2,"method":"held"},{"jsonrpc":"2.0","id":3,"method":"held"},{"jsonrpc":"2.0","id":4,"method":"m"}]"#)
+        // The batch's one array is written before either of its members' actions runs (the
+        // harness clears what the first run wrote).
+        let written = harness.handler.writtenWhenAnswered.ids.withLock { $0 }
+        #expect(written.count == 3)
+        #expect(written.dropFirst().allSatisfy { $0 == [2, 3, 4] })
     }
 
     @Test("a batch with a deferred member is answered with one array once it finishes")

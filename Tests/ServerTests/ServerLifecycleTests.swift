@@ -28,7 +28,11 @@ private func makeServer() -> (Server, Sent) {
 private func call(_ server: Server, _ method: String, _ params: JSONValue? = nil, id: Int64 = 1) async -> Result<JSONValue, ResponseError> {
     switch await server.handle(Request(id: .integer(id), method: method, params: params), context: RequestContext(id: .integer(id), method: method)) {
     case .now(let result): return result
-    case .later(let work): return await work()
+    case .later(let work, let answered):
+        // As the connection does: what the answer lets go of (a document's turn), once it is out.
+        let result = await work()
+        await answered?()
+        return result
     }
 }
 

@@ -166,3 +166,93 @@ def test_pipelined_edits_and_saves_with_autosave_racing_them(tmp_path: Path) -> 
             client.call("document/save", {"document": handle})
             assert path.read_text(encoding="utf-8") == "x" * 3000 + "hello\n"
             assert client.shutdown_and_exit() == 0
+
+
+def test_saves_and_reverts_of_one_document_are_answered_in_request_order(tmp_path: Path) -> None:
+    """Saves and reverts of one document run one at a time in the order asked, and their answers
+    come in that order (README §4.7): a client that pipelines them can read each answer as the one
+    of the oldest it waits for. The server let go of a save's turn before its answer was written,
+    and under load the next save of the document could be answered first (the 30-second load
+    soak's finding, CI run 52). 60 rounds, each pipelined whole: ten times an edit and a save, then
+    save, revert, revert, save (edits are refused while a revert runs, so none follow one). Each
+    round: the answers' order, the versions they name, the file."""
+    path = tmp_path / "doc.txt"
+    path.write_text("start\n", encoding="utf-8")
+    with RpcClient(timeout=TIMEOUT) as client:
+        client.initialize()
+        info = client.call("document/open", {"uri": path.as_uri()})
+        handle, version = info["document"], info["version"]
+        text = "start\n"
+        for round in range(60):
+            ordered = []  # (id, method, the version the document has when it is asked for)
+
+            def ask(method: str, params: dict) -> None:
+                client.send({"jsonrpc": "2.0", "id": client.next_id, "method": method,
+                             "params": {"document": handle, **params}})
+                if method != "document/edit":
+                    ordered.append((client.next_id, method, version))
+                client.next_id += 1
+
+            for n in range(10):
+                ask("document/edit", {"version": version,
+                                      "edits": [{"range": {"start": {"line": 0, "character": 0},
+                                                           "end": {"line": 0, "character": 0}},
+                                                 "text": f"{round}.{n} "}]})
+                version += 1
+                text = f"{round}.{n} " + text
+                ask("document/save", {})
+            for method in ("document/save", "document/revert", "document/revert", "document/save"):
+                ask(method, {})
+            waited = {request_id for request_id, _, _ in ordered}
+            answered = []
+            while len(answered) < len(ordered):
+                message = client.read_message()
+                if "method" not in message and message["id"] in waited:
+                    assert "error" not in message, message
+                    answered.append(message)
+            assert [m["id"] for m in answered] == [request_id for request_id, _, _ in ordered], round
+            for message, (_, method, expected) in zip(answered, ordered):
+                # A save answers the version it wrote; a revert of the saved file changes no text.
+                assert message["result"]["version"] == expected, (method, message)
+            assert path.read_text(encoding="utf-8") == text
+        assert client.call("document/read", {"document": handle})["text"] == text
+        assert client.shutdown_and_exit() == 0
+
+
+def test_saves_moves_and_closes_of_one_document_are_answered_in_request_order(tmp_path: Path) -> None:
+    """The same for `document/move` and `document/close` (§4.7): 40 documents, each sent edit,
+    save, move, edit, save, close at once; the four answers come in that order, each file ends at
+    its new name with the second edit, and nothing is left at the old one."""
+    with RpcClient(timeout=TIMEOUT) as client:
+        client.initialize()
+        for round in range(40):
+            path, moved = tmp_path / f"doc{round}.txt", tmp_path / f"moved{round}.txt"
+            path.write_text("start\n", encoding="utf-8")
+            info = client.call("document/open", {"uri": path.as_uri()})
+            handle, version = info["document"], info["version"]
+            ordered = []
+
+            def ask(method: str, params: dict) -> None:
+                client.send({"jsonrpc": "2.0", "id": client.next_id, "method": method,
+                             "params": {"document": handle, **params}})
+                if method != "document/edit":
+                    ordered.append(client.next_id)
+                client.next_id += 1
+
+            for step, then in (("a", ("document/move", {"to": moved.as_uri()})), ("b", ("document/close", {}))):
+                ask("document/edit", {"version": version,
+                                      "edits": [{"range": {"start": {"line": 0, "character": 0},
+                                                           "end": {"line": 0, "character": 0}},
+                                                 "text": step}]})
+                version += 1
+                ask("document/save", {})
+                ask(*then)
+            answered = []
+            while len(answered) < len(ordered):
+                message = client.read_message()
+                if "method" not in message and message["id"] in ordered:
+                    assert "error" not in message, message
+                    answered.append(message["id"])
+            assert answered == ordered, round
+            assert not path.exists() and moved.read_text(encoding="utf-8") == "bastart\n"
+        assert client.shutdown_and_exit() == 0
