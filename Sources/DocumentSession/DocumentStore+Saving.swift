@@ -167,7 +167,9 @@ extension DocumentStore {
             }
             let released = releasesEditing ? releaseEditing(handle) : []
             let oldPath = document.path
-            change(handle, reason: .saved, autosave: autosave) { document in
+            // A save as is news even when no flag changes (nothing was unsaved): the document's
+            // file is another one, and the other holders of a shared document learn it here.
+            change(handle, reason: .saved, autosave: autosave, always: newPath != nil) { document in
                 document.identity = saved.identity
                 document.history.markClean(at: text.mark)
                 document.state.subtract(released.union([.progressAvailable, .savingError, .inConflict]))

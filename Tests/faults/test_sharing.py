@@ -332,6 +332,37 @@ def test_a_shared_package_saved_as_another_moves_for_every_holder(sandbox, daemo
     assert (copy / "text.md").read_text() == "in the copy\n" and (package / "text.md").read_text() == "saved\n"
 
 
+@pytest.mark.parametrize("kind", ["text", "package"])
+def test_a_save_as_with_nothing_unsaved_moves_the_document_for_every_holder(sandbox, daemon, kind) -> None:
+    """A save as changes no flag when nothing was unsaved, but the document's file is another one
+    now: the other holders hear it (`saved` with the new `uri`, §8.16) and follow it."""
+    if kind == "text":
+        source, copy = sandbox.docs / "clean.txt", sandbox.docs / "clean copy.txt"
+        source.write_text("clean\n")
+    else:
+        source, copy = sandbox.docs / "clean.textbundle", sandbox.docs / "clean copy.textbundle"
+        source.mkdir()
+        (source / "text.md").write_text("clean\n")
+    alpha, beta = daemon.client("alpha"), daemon.client("beta")
+    handle = alpha.call("document/open", {"uri": uri(source)})["document"]
+    assert beta.call("document/open", {"uri": uri(source)})["document"] == handle
+    assert alpha.save(handle, to=uri(copy)).result["uri"] == uri(copy)
+    # The one who saved hears it before the answer, as every holder does.
+    assert [n["params"]["uri"] for n in alpha.notifications
+            if n["method"] == "document/stateChanged" and n["params"]["reason"] == "saved"] == [uri(copy)]
+
+    def moved() -> bool:
+        beta.request("document/state", {"document": handle})
+        return any(n["method"] == "document/stateChanged" and n["params"]["reason"] == "saved" and n["params"]["uri"] == uri(copy)
+                   for n in beta.notifications)
+
+    wait_until(moved, what="the other holder's saved notification with the new uri")
+    [saved] = [n["params"] for n in beta.notifications if n["method"] == "document/stateChanged"]
+    assert saved["state"] == saved["previousState"] == [] and saved["hasUnsavedChanges"] is False
+    assert beta.call("document/state", {"document": handle})["uri"] == uri(copy)
+    assert beta.call("document/open", {"uri": uri(copy)})["document"] == handle
+
+
 class Typist:
     """A client that types into a shared document the way an editor would over a slow link:
     bursts of pipelined edits, each at the version it predicts, against its own copy of the text.
