@@ -38,8 +38,7 @@ extension DocumentStore {
     func thinVersions(of path: String, openedAs handle: String) {
         // The mark of the open itself: the document opened is "opened after" it, and not told.
         let mark = Int(handle.dropFirst()) ?? openMark
-        versionWrites?.run { [weak self] versions in
-            let removed = versions.thin(documentPath: path)
+        versionWrites?.thin(path) { [weak self] removed in
             guard !removed.isEmpty, let self else { return }
             Task(executorPreference: self.executor) { await self.reportVersions(of: path, removed: removed.map(\.id), queuedAt: mark) }
         }

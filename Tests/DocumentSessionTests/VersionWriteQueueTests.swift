@@ -50,6 +50,25 @@ struct VersionWriteQueueTests {
         #expect(try texts(store, "/docs/b.txt") == ["b50\n"])
     }
 
+    @Test("an open's thinning is no barrier: versions queued around many opens still give way to newer ones")
+    func thinningKeepsTheBacklogBounded() async throws {
+        let directory = try TemporaryDirectory()
+        let (store, queue, gate) = try heldQueue(in: directory)
+        let thinned = Mutex(0)
+        for n in 1...50 {
+            queue.keep(TextBuffer("a\(n)\n"), of: "/docs/a.txt", kind: .saved)
+            // Another file opened between two saves, and the saved one opened again.
+            queue.thin("/docs/b\(n % 5).txt") { _ in thinned.withLock { $0 += 1 } }
+            queue.thin("/docs/a.txt") { _ in thinned.withLock { $0 += 1 } }
+        }
+        // One version of a, one thinning of a and one of each b: 7 (the thinnings as barriers: 150).
+        #expect(queue.pending <= 7)
+        gate.open()
+        try await waitUntilIdle(queue)
+        #expect(try texts(store, "/docs/a.txt") == ["a50\n"])
+        #expect(thinned.withLock { $0 } == 6)
+    }
+
     @Test("finish waits for every queued write (shutdown's drain), and says when its time is up first")
     func finishDrains() async throws {
         let directory = try TemporaryDirectory()
