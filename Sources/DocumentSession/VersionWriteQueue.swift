@@ -9,9 +9,9 @@ import TextBuffer
 /// Bounded: a version of a file whose write has not started yet gives way to a newer version of
 /// the same file and kind, so when saves come faster than their versions can be written (a loaded
 /// machine, autosave every second on many documents) the backlog holds at most one version per file
-/// and kind (and one thinning per file), not one per save. (Before, every save chained a task of its own at idle priority: under
-/// the load soak the chain grew by 1 to 17 KB a save without end, and the versions it held were
-/// dropped at exit.) A move is never replaced, and nothing queued before a move gives way to work
+/// and kind (and one thinning per file), not one per save. (Before, every save chained a task of
+/// its own at idle priority: under the load soak the chain grew by 1 to 17 KB a save without end,
+/// and the versions it held were dropped at exit.) A move is never replaced, and nothing queued before a move gives way to work
 /// queued after it, so a version is always recorded under the path its file had when it was saved.
 ///
 /// The text a write keeps is let go of at normal priority afterwards (``releaseInBackground(_:)``),

@@ -30,10 +30,7 @@ private final class EchoHandler: MessageHandler {
             // Deferred work holding something until its answer is out (a document's turn).
             let written = writtenWhenAnswered
             return .later(
-                {
-                    try? await Task.sleep(for: .milliseconds(20))
-                    return .success(.null)
-                },
+                { .success(.null) },
                 answered: {
                     let ids = output.messages.withLock { messages in
                         messages.flatMap { $0.arrayValue ?? [$0] }.compactMap { $0["id"] }

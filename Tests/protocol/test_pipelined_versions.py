@@ -168,6 +168,32 @@ def test_pipelined_edits_and_saves_with_autosave_racing_them(tmp_path: Path) -> 
             assert client.shutdown_and_exit() == 0
 
 
+
+def send(client: RpcClient, method: str, params: dict) -> int:
+    """Sends a request without waiting for its answer; answers its id."""
+    request_id = client.next_id
+    client.next_id += 1
+    client.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+    return request_id
+
+
+def insertion(text: str) -> list[dict]:
+    """Edits inserting `text` at the start of the document."""
+    return [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": text}]
+
+
+def answers_in_arrival_order(client: RpcClient, ids: list[int]) -> list[dict]:
+    """The responses to `ids`, in the order the server wrote them (others are read past); none
+    may be an error."""
+    waited, answered = set(ids), []
+    while len(answered) < len(ids):
+        message = client.read_message()
+        if "method" not in message and message["id"] in waited:
+            assert "error" not in message, message
+            answered.append(message)
+    return answered
+
+
 def test_saves_and_reverts_of_one_document_are_answered_in_request_order(tmp_path: Path) -> None:
     """Saves and reverts of one document run one at a time in the order asked, and their answers
     come in that order (README §4.7): a client that pipelines them can read each answer as the one
@@ -185,31 +211,14 @@ def test_saves_and_reverts_of_one_document_are_answered_in_request_order(tmp_pat
         text = "start\n"
         for round in range(60):
             ordered = []  # (id, method, the version the document has when it is asked for)
-
-            def ask(method: str, params: dict) -> None:
-                client.send({"jsonrpc": "2.0", "id": client.next_id, "method": method,
-                             "params": {"document": handle, **params}})
-                if method != "document/edit":
-                    ordered.append((client.next_id, method, version))
-                client.next_id += 1
-
             for n in range(10):
-                ask("document/edit", {"version": version,
-                                      "edits": [{"range": {"start": {"line": 0, "character": 0},
-                                                           "end": {"line": 0, "character": 0}},
-                                                 "text": f"{round}.{n} "}]})
+                send(client, "document/edit", {"document": handle, "version": version, "edits": insertion(f"{round}.{n} ")})
                 version += 1
                 text = f"{round}.{n} " + text
-                ask("document/save", {})
+                ordered.append((send(client, "document/save", {"document": handle}), "document/save", version))
             for method in ("document/save", "document/revert", "document/revert", "document/save"):
-                ask(method, {})
-            waited = {request_id for request_id, _, _ in ordered}
-            answered = []
-            while len(answered) < len(ordered):
-                message = client.read_message()
-                if "method" not in message and message["id"] in waited:
-                    assert "error" not in message, message
-                    answered.append(message)
+                ordered.append((send(client, method, {"document": handle}), method, version))
+            answered = answers_in_arrival_order(client, [request_id for request_id, _, _ in ordered])
             assert [m["id"] for m in answered] == [request_id for request_id, _, _ in ordered], round
             for message, (_, method, expected) in zip(answered, ordered):
                 # A save answers the version it wrote; a revert of the saved file changes no text.
@@ -231,28 +240,12 @@ def test_saves_moves_and_closes_of_one_document_are_answered_in_request_order(tm
             info = client.call("document/open", {"uri": path.as_uri()})
             handle, version = info["document"], info["version"]
             ordered = []
-
-            def ask(method: str, params: dict) -> None:
-                client.send({"jsonrpc": "2.0", "id": client.next_id, "method": method,
-                             "params": {"document": handle, **params}})
-                if method != "document/edit":
-                    ordered.append(client.next_id)
-                client.next_id += 1
-
-            for step, then in (("a", ("document/move", {"to": moved.as_uri()})), ("b", ("document/close", {}))):
-                ask("document/edit", {"version": version,
-                                      "edits": [{"range": {"start": {"line": 0, "character": 0},
-                                                           "end": {"line": 0, "character": 0}},
-                                                 "text": step}]})
+            for step, (method, params) in (("a", ("document/move", {"to": moved.as_uri()})), ("b", ("document/close", {}))):
+                send(client, "document/edit", {"document": handle, "version": version, "edits": insertion(step)})
                 version += 1
-                ask("document/save", {})
-                ask(*then)
-            answered = []
-            while len(answered) < len(ordered):
-                message = client.read_message()
-                if "method" not in message and message["id"] in ordered:
-                    assert "error" not in message, message
-                    answered.append(message["id"])
+                ordered.append(send(client, "document/save", {"document": handle}))
+                ordered.append(send(client, method, {"document": handle, **params}))
+            answered = [message["id"] for message in answers_in_arrival_order(client, ordered)]
             assert answered == ordered, round
             assert not path.exists() and moved.read_text(encoding="utf-8") == "bastart\n"
         assert client.shutdown_and_exit() == 0
