@@ -11,8 +11,20 @@ struct VersionWriteQueueTests {
     /// Work that holds the queue until `open` is called.
     final class Gate: Sendable {
         private let opened = Mutex(false)
+        private let entered = Mutex(false)
         func open() { opened.withLock { $0 = true } }
-        func wait() { while !opened.withLock({ $0 }) { usleep(1_000) } }
+        func wait() {
+            entered.withLock { $0 = true }
+            while !opened.withLock({ $0 }) { usleep(1_000) }
+        }
+        /// Waits until the queue's thread holds the gate, so it is no longer pending.
+        func waitUntilHeld() throws {
+            let deadline = ContinuousClock.now + defaultDeadline
+            while !entered.withLock({ $0 }) {
+                guard ContinuousClock.now < deadline else { throw TestFailure("the queue did not start the gate") }
+                usleep(1_000)
+            }
+        }
     }
 
     func waitUntilIdle(_ queue: VersionWriteQueue) async throws {
@@ -25,6 +37,9 @@ struct VersionWriteQueueTests {
         let queue = VersionWriteQueue(store: store)
         let gate = Gate()
         queue.run { _ in gate.wait() }
+        // Counted from here, `pending` is what waits behind the gate (CI run 57: the gate itself
+        // was still pending on a busy machine, one more than the bound).
+        try gate.waitUntilHeld()
         return (store, queue, gate)
     }
 
