@@ -17,15 +17,30 @@ public func runOnOwnThread<T: Sendable>(niceness: Int32 = 0, _ body: @escaping @
     }
 }
 
-/// Threads for blocking work, created on demand and kept for a few seconds after their last job:
-/// a job never waits for another (a busy pool starts a thread), and a burst of saves reuses them.
+/// Threads for blocking work, created on demand and kept for a few seconds after their last job,
+/// so that a burst of saves reuses them. A busy pool starts a thread for a new job, up to
+/// `maximumThreads`; past that the job waits for the first thread free (in order of arrival).
 /// One pool per nice value: a thread's nice value can be raised but (without privilege) never
 /// lowered again, so a thread stays at the value it started with.
+///
+/// Why a bound: on a machine kept busy, a new thread takes a while to be scheduled, and jobs came
+/// in faster than the pool's threads took them; each job then started a thread of its own. Under
+/// the load soak (Tests/soak/README.md, finding 7) the server ran 150 threads (96 at idle
+/// priority, whose jobs wait until a processor is free anyway, 79 at normal priority), each with
+/// glibc's cache of freed blocks, and its RSS rose through the whole run. The bound for the idle
+/// pool is the number of processors (more cannot run at idle priority); for the others four per
+/// processor, at least eight: enough for loads, saves and releases to overlap, where one waiting
+/// for a free thread costs less than another thread's cache.
 final class BlockingThreadPool: @unchecked Sendable {
     private static let normal = BlockingThreadPool(niceness: 0)
     private static let lowered = BlockingThreadPool(niceness: 10)
     /// Threads at idle priority (`SCHED_IDLE`, see ``runOnIdleThread(_:)``).
     static let idlePriority = BlockingThreadPool(niceness: 0, idle: true)
+
+    /// The processors online (at least one).
+    static let processors = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    /// The most threads a pool runs at once (see the type's comment).
+    static func defaultMaximum(idle: Bool) -> Int { idle ? processors : max(8, 4 * processors) }
 
     /// The pool whose threads run at `niceness` (0 or 10; another value gets a pool of its own).
     static func pool(niceness: Int32) -> BlockingThreadPool {
@@ -47,17 +62,24 @@ final class BlockingThreadPool: @unchecked Sendable {
     private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var jobs: [() -> Void] = []
     private var idle = 0
+    /// Threads started and not yet ended (serving or waiting for a job).
+    private var threads = 0
+    /// The most threads at once (test-visible).
+    private(set) var mostThreads = 0
+    let maximumThreads: Int
 
     /// What starts a thread: `SystemCalls.startThread`, or in a test one that fails.
     typealias ThreadStarter = (_ name: String, _ niceness: Int32, _ idle: Bool, _ body: @escaping @Sendable () -> Void) throws(SystemCallError) -> Void
 
     private let starter: ThreadStarter
 
-    init(niceness: Int32, idle: Bool = false, starter: @escaping ThreadStarter = { name, niceness, idle, body throws(SystemCallError) in
-        try startThread(name: name, niceness: niceness, idle: idle, body)
-    }) {
+    init(niceness: Int32, idle: Bool = false, maximumThreads: Int? = nil,
+         starter: @escaping ThreadStarter = { name, niceness, idle, body throws(SystemCallError) in
+             try startThread(name: name, niceness: niceness, idle: idle, body)
+         }) {
         self.niceness = niceness
         isIdlePriority = idle
+        self.maximumThreads = max(1, maximumThreads ?? Self.defaultMaximum(idle: idle))
         self.starter = starter
         mutex = .allocate(capacity: 1)
         condition = .allocate(capacity: 1)
@@ -65,14 +87,27 @@ final class BlockingThreadPool: @unchecked Sendable {
         pthread_cond_init(condition, nil)
     }
 
-    /// Runs `job` on one of the pool's threads.
+    /// Runs `job` on one of the pool's threads: an idle one, a new one while there are fewer than
+    /// `maximumThreads`, else the first to finish what it runs.
     func run(_ job: @escaping () -> Void) {
         pthread_mutex_lock(mutex)
         jobs.append(job)
-        let start = idle < jobs.count
-        if !start { pthread_cond_signal(condition) }
+        let start = idle < jobs.count && threads < maximumThreads
+        if start {
+            threads += 1
+            mostThreads = max(mostThreads, threads)
+        } else {
+            pthread_cond_signal(condition)
+        }
         pthread_mutex_unlock(mutex)
         if start { startPoolThread() }
+    }
+
+    /// Threads started and not yet ended (test-visible).
+    var threadCount: Int {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return threads
     }
 
     /// Starts a thread for the pool, named for what it is (a new thread takes its creator's name
@@ -85,6 +120,9 @@ final class BlockingThreadPool: @unchecked Sendable {
         do throws(SystemCallError) {
             try starter(name, niceness, isIdlePriority) { self.serve() }
         } catch {
+            pthread_mutex_lock(mutex)
+            threads -= 1
+            pthread_mutex_unlock(mutex)
             serve(oneJobOnly: true)
         }
     }
@@ -117,6 +155,7 @@ final class BlockingThreadPool: @unchecked Sendable {
             job()
             pthread_mutex_lock(mutex)
         }
+        threads -= 1
         pthread_mutex_unlock(mutex)
     }
 }

@@ -346,16 +346,16 @@ struct MallocTuningTests {
         return value
     }
 
-    @Test("without GLIBC_TUNABLES: the server runs with glibc.malloc.tcache_count=128, in the process the client started")
+    @Test("without GLIBC_TUNABLES: the server runs with glibc.malloc.tcache_count=32, in the process the client started")
     func added() throws {
-        #expect(try Self.tunables(nil) == "glibc.malloc.tcache_count=128")
+        #expect(try Self.tunables(nil) == "glibc.malloc.tcache_count=32")
     }
 
     @Test("other tunables: the setting put first; a tcache_count the user chose is left alone")
     func kept() throws {
         // glibc, parsing GLIBC_TUNABLES at start, ends the string the kernel shows after the first
         // tunable (it works on a copy, which keeps them all): only the first can be seen here.
-        #expect(try Self.tunables("glibc.malloc.mmap_threshold=1000000") == "glibc.malloc.tcache_count=128")
+        #expect(try Self.tunables("glibc.malloc.mmap_threshold=1000000") == "glibc.malloc.tcache_count=32")
         #expect(try Self.tunables("glibc.malloc.tcache_count=7") == "glibc.malloc.tcache_count=7")
     }
 }

@@ -49,4 +49,56 @@ private func threadName() -> String {
         #expect(secondRanOn.withLock { $0 } == "test-submitter")
         caller.join()
     }
+
+    /// Work that holds its thread until `open` is called.
+    final class Gate: Sendable {
+        private let opened = Mutex(false)
+        func open() { opened.withLock { $0 = true } }
+        func wait() { while !opened.withLock({ $0 }) { usleep(1_000) } }
+    }
+
+    @Test("a burst of jobs while every thread is busy: at most maximumThreads threads start, the other jobs wait for one and all run (the load soak's server had 150 threads)")
+    func burstIsBounded() async throws {
+        let pool = BlockingThreadPool(niceness: 0, maximumThreads: 3)
+        let gate = Gate()
+        let running = Mutex(0), most = Mutex(0), done = Mutex(0)
+        for _ in 0..<40 {
+            pool.run {
+                running.withLock { count in
+                    count += 1
+                    most.withLock { $0 = max($0, count) }
+                }
+                gate.wait()
+                running.withLock { $0 -= 1 }
+                done.withLock { $0 += 1 }
+            }
+        }
+        // Threads are counted when started: without the bound, 40 here.
+        #expect(pool.threadCount == 3)
+        #expect(await waitUntil { running.withLock { $0 } == 3 })
+        gate.open()
+        #expect(await waitUntil { done.withLock { $0 } == 40 })
+        #expect(pool.mostThreads == 3)
+        #expect(most.withLock { $0 } <= 3)
+    }
+
+    @Test("jobs waiting for a thread run in the order they came")
+    func waitingJobsKeepTheirOrder() async throws {
+        let pool = BlockingThreadPool(niceness: 0, maximumThreads: 1)
+        let gate = Gate()
+        let order = Mutex<[Int]>([])
+        pool.run { gate.wait() }
+        for n in 0..<50 { pool.run { order.withLock { $0.append(n) } } }
+        gate.open()
+        #expect(await waitUntil { order.withLock { $0.count } == 50 })
+        #expect(order.withLock { $0 } == Array(0..<50))
+    }
+
+    @Test("the bounds: the idle-priority pool runs as many threads as there are processors, the others four per processor and at least eight")
+    func defaultBounds() {
+        let processors = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        #expect(BlockingThreadPool.idlePriority.maximumThreads == processors)
+        #expect(BlockingThreadPool.pool(niceness: 0).maximumThreads == max(8, 4 * processors))
+        #expect(BlockingThreadPool.pool(niceness: 10).maximumThreads == max(8, 4 * processors))
+    }
 }

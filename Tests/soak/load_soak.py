@@ -349,8 +349,8 @@ class Soak:
         self.by_handle: dict[str, Doc] = {}
         self.phase = "starting"
         self.phases: list[tuple[str, float, float]] = []
-        # t, VmRSS KiB, RssAnon KiB, phase, edits acknowledged, documents opened
-        self.samples: list[tuple[float, int, int, str, int, int]] = []
+        # t, VmRSS KiB, RssAnon KiB, phase, edits acknowledged, documents opened, threads
+        self.samples: list[tuple[float, int, int, str, int, int, int]] = []
         self.t0 = time.monotonic()
         self.stopping = False
         self.noop_bumps = {"empty": True, "same": True}
@@ -372,8 +372,8 @@ class Soak:
         self.phase = phase
         log(f"phase: {phase} (t = {t:.1f} s)")
 
-    def rss(self) -> tuple[int, int]:
-        rss = anon = 0
+    def rss(self) -> tuple[int, int, int]:
+        rss = anon = threads = 0
         try:
             with open(f"/proc/{self.process.pid}/status", "rb") as status:
                 for line in status:
@@ -381,17 +381,19 @@ class Soak:
                         rss = int(line.split()[1])
                     elif line.startswith(b"RssAnon:"):
                         anon = int(line.split()[1])
+                    elif line.startswith(b"Threads:"):
+                        threads = int(line.split()[1])
         except OSError:
             pass
-        return rss, anon
+        return rss, anon, threads
 
     def sampler(self, stop: threading.Event) -> None:
         tick = time.monotonic()
         while True:
-            rss, anon = self.rss()
+            rss, anon, threads = self.rss()
             if rss:
                 self.samples.append((self.now(), rss, anon, self.phase, self.counts["edits acknowledged"],
-                                     self.counts["opens"]))
+                                     self.counts["opens"], threads))
             tick += 1.0
             if stop.wait(max(0.0, tick - time.monotonic())):
                 return
@@ -1112,7 +1114,7 @@ class Writer:
 
 
 def steady_state(soak: Soak):
-    writing = [(t, rss) for (t, rss, _, phase, _, _) in soak.samples if phase == "writing"]
+    writing = [(t, rss) for (t, rss, _, phase, *_) in soak.samples if phase == "writing"]
     if len(writing) < 3:
         return None
     _, start, end = next(p for p in soak.phases if p[0] == "writing")
@@ -1285,9 +1287,9 @@ def report(soak: Soak, root: str, crashed) -> int:
         plot_error = f"{type(error).__name__}: {error}"
         soak.failures.add("plot", plot_error)
     with open(os.path.join(args.out, "rss.csv"), "w", encoding="utf-8") as csv:
-        csv.write("seconds,vmrss_kib,rssanon_kib,phase,edits_acknowledged,documents_opened\n")
-        for (t, rss, anon, phase, acked, opened) in soak.samples:
-            csv.write(f"{t:.2f},{rss},{anon},{phase},{acked},{opened}\n")
+        csv.write("seconds,vmrss_kib,rssanon_kib,phase,edits_acknowledged,documents_opened,threads\n")
+        for (t, rss, anon, phase, acked, opened, threads) in soak.samples:
+            csv.write(f"{t:.2f},{rss},{anon},{phase},{acked},{opened},{threads}\n")
 
     lines = []
     add = lines.append
@@ -1323,6 +1325,9 @@ def report(soak: Soak, root: str, crashed) -> int:
     if writing_rss:
         add(f"RSS writing       first {mib(writing_rss[0]):.1f} MiB, last {mib(writing_rss[-1]):.1f} MiB, "
             f"min {mib(min(writing_rss)):.1f}, max {mib(max(writing_rss)):.1f} MiB")
+        writing_threads = [sample[6] for sample in soak.samples if sample[3] == "writing"]
+        add(f"threads writing   first {writing_threads[0]}, last {writing_threads[-1]}, "
+            f"min {min(writing_threads)}, max {max(writing_threads)} (each its own allocator cache)")
     add(f"per document      RSS after opening {mib(after):.1f} MiB - before {mib(before):.1f} MiB = "
         f"{mib(after - before):.1f} MiB over {args.documents} documents = {per_doc / 1024:.1f} KiB each "
         f"(the text itself: {args.size / 1024:.1f} KiB)")
