@@ -64,8 +64,8 @@ final class BlockingThreadPool: @unchecked Sendable {
     private var idle = 0
     /// Threads started and not yet ended (serving or waiting for a job).
     private var threads = 0
-    /// The most threads at once (test-visible).
-    private(set) var mostThreads = 0
+    /// The most threads at once.
+    private var most = 0
     let maximumThreads: Int
 
     /// What starts a thread: `SystemCalls.startThread`, or in a test one that fails.
@@ -95,7 +95,7 @@ final class BlockingThreadPool: @unchecked Sendable {
         let start = idle < jobs.count && threads < maximumThreads
         if start {
             threads += 1
-            mostThreads = max(mostThreads, threads)
+            most = max(most, threads)
         } else {
             pthread_cond_signal(condition)
         }
@@ -108,6 +108,13 @@ final class BlockingThreadPool: @unchecked Sendable {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return threads
+    }
+
+    /// The most threads the pool has had at once (test-visible).
+    var mostThreads: Int {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return most
     }
 
     /// Starts a thread for the pool, named for what it is (a new thread takes its creator's name
