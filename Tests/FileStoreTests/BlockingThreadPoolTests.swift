@@ -50,13 +50,6 @@ private func threadName() -> String {
         caller.join()
     }
 
-    /// Work that holds its thread until `open` is called.
-    final class Gate: Sendable {
-        private let opened = Mutex(false)
-        func open() { opened.withLock { $0 = true } }
-        func wait() { while !opened.withLock({ $0 }) { usleep(1_000) } }
-    }
-
     @Test("a burst of jobs while every thread is busy: at most maximumThreads threads start, the other jobs wait for one and all run (the load soak's server had 150 threads)")
     func burstIsBounded() async throws {
         let pool = BlockingThreadPool(niceness: 0, maximumThreads: 3)
