@@ -122,40 +122,66 @@ extension DocumentStore {
         if large { change(handle, reason: .saving, autosave: autosave) { $0.state.insert(.progressAvailable) } }
         // The request goes to the save's thread in a box it empties: a request that hashes the
         // synced text holds that text, and the closure, released on the loop, must not.
-        let handedRequest = HandOver(request)
+        var handedRequest = HandOver(request)
         // A save whose bytes the file holds already writes nothing: the text is the one synced
         // with the file, in its encoding, and the file is the one synced, unchanged since. (The
         // text is compared on the save's thread: O(n) when the lengths match.)
         let synced = newPath == nil ? document.syncedText : nil
         let unchangedFile = newPath == nil && encoding == document.encoding && byteOrderMark == document.hasByteOrderMark
             ? document.identity : nil
-        // A large save runs at a lower priority (nice 10): on two cores the client, the thread
-        // answering edits and the save compete, and typing should win; a small one is over before
-        // it matters, and waiting for a processor would only slow it.
-        let outcome = await runOnOwnThread(niceness: large ? 10 : 0) { () -> Result<SafeSave.Outcome, SaveError> in
-            let request = handedRequest.take()
-            if let synced, let unchangedFile {
-                let target = (try? SafeSave.resolveSymlinks(request.path)) ?? request.path
-                if let now = FileIdentity.current(path: target), FileWatcher.classify(recorded: unchangedFile, now: now) == .unchanged,
-                   snapshot == synced {
-                    var identity = now
-                    identity.contentHash = unchangedFile.contentHash
-                    return .success(SafeSave.Outcome(path: target, identity: identity, size: Int(now.size), durable: true, method: .unchanged))
+        var outcome: Result<SafeSave.Outcome, SaveError>
+        waiting: while true {
+            // A large save runs at a lower priority (nice 10): on two cores the client, the thread
+            // answering edits and the save compete, and typing should win; a small one is over
+            // before it matters, and waiting for a processor would only slow it.
+            let step = await runOnOwnThread(niceness: large ? 10 : 0) { [handedRequest] () -> SaveStep in
+                var request = handedRequest.take()
+                if let synced, let unchangedFile {
+                    let target = (try? SafeSave.resolveSymlinks(request.path)) ?? request.path
+                    if let now = FileIdentity.current(path: target), FileWatcher.classify(recorded: unchangedFile, now: now) == .unchanged,
+                       snapshot == synced {
+                        var identity = now
+                        identity.contentHash = unchangedFile.contentHash
+                        return .finished(.success(SafeSave.Outcome(path: target, identity: identity, size: Int(now.size), durable: true, method: .unchanged)))
+                    }
+                }
+                do throws(SaveError) {
+                    // The file's lock across processes, without waiting: while another process
+                    // holds it, the save waits off this thread (the pool's threads are bounded:
+                    // saves waiting for other programs would hold every one of them, and opens and
+                    // other saves would wait too).
+                    if let pending = try SafeSave.takeLock(&request) { return .waitForLock(pending, HandOver(request)) }
+                    if newPath != nil {
+                        // A save as first sweeps the temp files killed saves left in its
+                        // destination's directory, as an open does beside its file (by the same
+                        // rules, and only where the save may write).
+                        SafeSave.sweepStaleTempFiles(
+                            nextTo: (try? SafeSave.resolveSymlinks(request.path)) ?? request.path, directoryGuard: request.directoryGuard)
+                    }
+                    return .finished(.success(try SafeSave.save(request, progress: { progress($0, total) }, isCancelled: isCancelled) { (sink) throws(SaveError) in
+                        try snapshot.write(to: sink, encoding: encoding, byteOrderMark: byteOrderMark)
+                    }))
+                } catch {
+                    return .finished(.failure(error))
                 }
             }
-            if newPath != nil {
-                // A save as first sweeps the temp files killed saves left in its destination's
-                // directory, as an open does beside its file (by the same rules, and only where
-                // the save may write).
-                SafeSave.sweepStaleTempFiles(
-                    nextTo: (try? SafeSave.resolveSymlinks(request.path)) ?? request.path, directoryGuard: request.directoryGuard)
-            }
-            do throws(SaveError) {
-                return .success(try SafeSave.save(request, progress: { progress($0, total) }, isCancelled: isCancelled) { (sink) throws(SaveError) in
-                    try snapshot.write(to: sink, encoding: encoding, byteOrderMark: byteOrderMark)
-                })
-            } catch {
-                return .failure(error)
+            switch step {
+            case .finished(let result):
+                outcome = result
+                break waiting
+            case .waitForLock(let pending, let returned):
+                do throws(FileSystemError) {
+                    guard let held = try await pending.wait(isCancelled: isCancelled) else {
+                        outcome = .failure(.cancelled)
+                        break waiting
+                    }
+                    var request = returned.take()
+                    request.heldLock = held
+                    handedRequest = HandOver(request)
+                } catch {
+                    outcome = .failure(.fileSystem(error))
+                    break waiting
+                }
             }
         }
 
@@ -644,4 +670,11 @@ public struct ExclusiveTicket: Sendable {
     let turn: LockTurn?
     var acquired: Bool { turn == nil }
     public let closedNow: Bool
+}
+
+/// What one run of a save's thread came to: the save's outcome, or the file's lock found held by
+/// another process, to be waited for off the thread before the save runs again with it.
+enum SaveStep: Sendable {
+    case finished(Result<SafeSave.Outcome, SaveError>)
+    case waitForLock(FileLocks.Pending, HandOver<SafeSave.Request>)
 }

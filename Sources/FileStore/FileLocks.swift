@@ -56,7 +56,9 @@ public struct FileLocks: Sendable {
     public final class Held: @unchecked Sendable {
         // @unchecked: the descriptor is set once and closed once, under the release's check.
         private var descriptor: Int32
-        init(descriptor: Int32) { self.descriptor = descriptor }
+        /// The file it is the lock of (the path it was asked for).
+        public let path: String
+        init(descriptor: Int32, path: String) { (self.descriptor, self.path) = (descriptor, path) }
         public func release() {
             guard descriptor >= 0 else { return }
             Glibc.close(descriptor)
@@ -65,35 +67,93 @@ public struct FileLocks: Sendable {
         deinit { release() }
     }
 
-    /// Takes the lock of `path`'s file: waits (polling every `interval`, so that `isCancelled` is
-    /// heard) while another process or thread holds a conflicting one; answers nil once
-    /// `isCancelled` answers true. `waited` is told once, the first time it had to wait.
+    /// A lock asked for and found held by another: its lock file stays open for the next try, which
+    /// never blocks (``tryAgain()``), so that a wait needs no thread of its own (``wait(interval:isCancelled:)``).
+    public final class Pending: @unchecked Sendable {
+        // @unchecked: one waiter tries at a time; the descriptor goes to the lock once taken.
+        private var descriptor: Int32
+        public let path: String
+        let exclusive: Bool
+        let file: String
+        init(descriptor: Int32, path: String, exclusive: Bool, file: String) {
+            (self.descriptor, self.path, self.exclusive, self.file) = (descriptor, path, exclusive, file)
+        }
+        deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
+
+        /// Tries once more (`F_OFD_SETLK`, which never waits): the lock, or nil while it is held.
+        /// Once it answered a lock it answers no other.
+        public func tryAgain() throws(FileSystemError) -> Held? {
+            guard descriptor >= 0 else { return nil }
+            if cfs_ofd_lock(descriptor, exclusive ? 1 : 0) == 0 {
+                defer { descriptor = -1 }
+                return Held(descriptor: descriptor, path: path)
+            }
+            let number = errno
+            guard number == EAGAIN else {
+                Glibc.close(descriptor)
+                descriptor = -1
+                throw FileSystemError(errno: number, syscall: "fcntl(F_OFD_SETLK)", path: file)
+            }
+            return nil
+        }
+
+        /// Waits for the lock without holding a thread: tries every `interval` and sleeps as a task
+        /// between tries, so that saves waiting for other processes' locks leave the pooled threads
+        /// to other work. nil once `isCancelled` answers true (or the task is cancelled).
+        public func wait(
+            interval: Duration = .milliseconds(5), isCancelled: @Sendable () -> Bool = { false }
+        ) async throws(FileSystemError) -> Held? {
+            while true {
+                if let held = try tryAgain() { return held }
+                if isCancelled() || Task.isCancelled { return nil }
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// What one try at a lock found.
+    public enum Attempt: Sendable {
+        case held(Held)
+        /// Another holds a conflicting lock; wait on this for it.
+        case busy(Pending)
+    }
+
+    /// Tries once to take the lock of `path`'s file, without waiting (blocks only to open the
+    /// lock file).
+    public func attempt(_ path: String, exclusive: Bool) throws(FileSystemError) -> Attempt {
+        let file = lockPath(for: path)
+        let descriptor = Glibc.open(file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: file) }
+        let pending = Pending(descriptor: descriptor, path: path, exclusive: exclusive, file: file)
+        if let held = try pending.tryAgain() { return .held(held) }
+        return .busy(pending)
+    }
+
+    /// Takes the lock of `path`'s file on the calling thread: waits (polling every `interval`, so
+    /// that `isCancelled` is heard) while another process or thread holds a conflicting one;
+    /// answers nil once `isCancelled` answers true. `waited` is told once, the first time it had
+    /// to wait. (A save waits with ``Pending/wait(interval:isCancelled:)`` instead, holding no
+    /// thread.)
     public func lock(
         _ path: String, exclusive: Bool, interval: Duration = .milliseconds(5), isCancelled: () -> Bool = { false },
         waited: () -> Void = {}
     ) throws(FileSystemError) -> Held? {
-        let file = lockPath(for: path)
-        let descriptor = Glibc.open(file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard descriptor >= 0 else { throw FileSystemError(errno: errno, syscall: "open", path: file) }
+        let pending: Pending
+        switch try attempt(path, exclusive: exclusive) {
+        case .held(let held): return held
+        case .busy(let busy): pending = busy
+        }
+        let (seconds, attoseconds) = interval.components
         var toldOfWait = false
-        while cfs_ofd_lock(descriptor, exclusive ? 1 : 0) != 0 {
-            let number = errno
-            guard number == EAGAIN else {
-                Glibc.close(descriptor)
-                throw FileSystemError(errno: number, syscall: "fcntl(F_OFD_SETLK)", path: file)
-            }
-            if isCancelled() {
-                Glibc.close(descriptor)
-                return nil
-            }
+        while true {
+            if isCancelled() { return nil }
             if !toldOfWait {
                 toldOfWait = true
                 waited()
             }
-            let (seconds, attoseconds) = interval.components
             var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
             nanosleep(&pause, nil)
+            if let held = try pending.tryAgain() { return held }
         }
-        return Held(descriptor: descriptor)
     }
 }

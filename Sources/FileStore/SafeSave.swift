@@ -144,6 +144,12 @@ public enum SafeSave {
         /// only the directory's lock (step 13) is taken.
         public var locks: FileLocks?
 
+        /// The file's lock across processes, taken already by the caller (``takeLock(_:)`` and
+        /// ``FileLocks/Pending/wait(interval:isCancelled:)``, a wait that holds no thread): the save
+        /// uses it if it is the lock of the file the save writes, and releases it when done; else
+        /// the save takes the lock itself, waiting on its thread.
+        public var heldLock: FileLocks.Held?
+
         public init(
             path: String, expected: FileIdentity?, force: Bool = false, createOnly: Bool = false,
             directoryGuard: (@Sendable (Int32) -> Bool)? = nil, expectedHash: (@Sendable () -> UInt64?)? = nil,
@@ -179,6 +185,28 @@ public enum SafeSave {
         }
     }
 
+    /// Takes the lock across processes of the file `request` writes without waiting, for a caller
+    /// that would rather not hold a thread while another process holds it: nil when there is
+    /// nothing to wait for (the lock is in `request.heldLock` now, or the request takes no lock, or
+    /// its path cannot be resolved: the save reports that); else the pending lock to wait on,
+    /// after which the caller sets `heldLock` and saves. Blocks (opens the lock file).
+    public static func takeLock(_ request: inout Request) throws(SaveError) -> FileLocks.Pending? {
+        guard let locks = request.locks, request.heldLock == nil, let target = try? resolveSymlinks(request.path) else {
+            return nil
+        }
+        do throws(FileSystemError) {
+            switch try locks.attempt(target, exclusive: true) {
+            case .held(let held):
+                request.heldLock = held
+                return nil
+            case .busy(let pending):
+                return pending
+            }
+        } catch {
+            throw .fileSystem(error)
+        }
+    }
+
     /// Saves the bytes `content` writes into `sink`, following safe-save.md's protocol.
     ///
     /// - Parameters:
@@ -195,7 +223,10 @@ public enum SafeSave {
         let target = try resolveSymlinks(request.path)
         // 0. The file's own lock across processes, waited for (cancellable) before anything else.
         var held: FileLocks.Held? = nil
-        if let locks = request.locks {
+        if let taken = request.heldLock, taken.path == target {
+            held = taken
+        } else if let locks = request.locks {
+            request.heldLock?.release()  // another file's (the link was changed meanwhile)
             do throws(FileSystemError) {
                 held = try locks.lock(target, exclusive: true, isCancelled: isCancelled)
             } catch {

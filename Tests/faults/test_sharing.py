@@ -7,6 +7,8 @@ one starts the daemon; the fixture ends every daemon on the runtime directory at
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
 import subprocess
 import time
@@ -549,6 +551,82 @@ def test_a_coordinated_command_reaches_a_server_that_is_not_the_daemon(sandbox) 
     finally:
         if command.poll() is None:
             command.kill()
+
+
+def test_saves_waiting_for_locks_held_elsewhere_leave_the_server_working(sandbox) -> None:
+    """Saves whose files another program holds locked (issue 19.3's locks, as another editor's
+    server or `docsession coordinate` holds them) wait without holding a thread of the server: more
+    of them than it runs threads for file work (at least eight) wait at once, and meanwhile another
+    file opens, takes an edit and saves, and a waiting save can be cancelled. When the locks go,
+    every other waiting save writes its text."""
+    runtime = sandbox.root / "run-locks"
+    server = sandbox.start(args=("serve", "--no-journal", "--runtime-dir", str(runtime)))
+    count = 4 * max(2, os.cpu_count() or 1) + 4
+    locks = runtime / "locks"
+    handles, lock_files = [], []
+    for index in range(count):
+        path = sandbox.docs / f"locked{index}.txt"
+        path.write_text(f"old {index}\n")
+        before = set(locks.glob("*.lock")) if locks.exists() else set()
+        handle = server.open_and_edit(path, f"first {index}\n")
+        assert server.save(handle).ok
+        # The file's lock file is the one its first save made.
+        (made,) = set(locks.glob("*.lock")) - before
+        handles.append(handle)
+        lock_files.append(made)
+    # The other program takes every file's lock (a POSIX record lock conflicts with the server's
+    # open file description locks).
+    held = [os.open(made, os.O_RDWR) for made in lock_files]
+    for descriptor in held:
+        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        saves = []
+        for index, handle in enumerate(handles):
+            version = server.state(handle)["version"]
+            server.replace_text(handle, version, f"second {index}\n")
+            saves.append(server.send_save(handle))
+        answers: dict[int, dict] = {}
+
+        def answer(request_id: int, timeout: float = 60.0) -> dict:
+            while request_id not in answers:
+                message = server.rpc.read_message(timeout=timeout)
+                if isinstance(message, dict) and "method" not in message:
+                    answers[message["id"]] = message
+            return answers.pop(request_id)
+
+        def call(method: str, params: dict) -> dict:
+            request_id = server.rpc.next_id
+            server.rpc.next_id += 1
+            server.rpc.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            response = answer(request_id)
+            assert "result" in response, response
+            return response["result"]
+
+        other = sandbox.docs / "other.txt"
+        other.write_text("other\n")
+        opened = call("document/open", {"uri": uri(other), "includeText": False})
+        call("document/edit", {"document": opened["document"], "version": opened["version"], "edits": [{"text": "saved\n"}]})
+        call("document/save", {"document": opened["document"]})
+        assert other.read_text() == "saved\n"
+        assert not any(request_id in answers for request_id in saves), answers
+        for index in range(count):
+            assert (sandbox.docs / f"locked{index}.txt").read_text() == f"first {index}\n"
+        # A waiting save is cancellable: -32800, nothing written.
+        server.rpc.notify("$/cancelRequest", {"id": saves[-1]})
+        cancelled = answer(saves[-1])
+        assert cancelled.get("error", {}).get("code") == -32800, cancelled
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+    # Every answer first: a request of the Server helper drops the responses it reads past.
+    responses = [answer(request_id) for request_id in saves[:-1]]
+    last = count - 1
+    assert (sandbox.docs / f"locked{last}.txt").read_text() == f"first {last}\n"
+    assert server.state(handles[last])["hasUnsavedChanges"] is True
+    for index, response in enumerate(responses):
+        assert "result" in response, response
+        assert (sandbox.docs / f"locked{index}.txt").read_text() == f"second {index}\n"
+        assert server.state(handles[index])["hasUnsavedChanges"] is False
 
 
 def test_a_writer_coordinating_while_two_clients_type(sandbox, daemon) -> None:
