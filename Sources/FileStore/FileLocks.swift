@@ -68,7 +68,7 @@ public struct FileLocks: Sendable {
     }
 
     /// A lock asked for and found held by another: its lock file stays open for the next try, which
-    /// never blocks (``tryAgain()``), so that a wait needs no thread of its own (``wait(interval:isCancelled:)``).
+    /// never blocks (``tryAgain()``), so that a wait needs no thread of its own (``wait(interval:longest:isCancelled:)``).
     public final class Pending: @unchecked Sendable {
         // @unchecked: one waiter tries at a time; the descriptor goes to the lock once taken.
         private var descriptor: Int32
@@ -97,16 +97,22 @@ public struct FileLocks: Sendable {
             return nil
         }
 
-        /// Waits for the lock without holding a thread: tries every `interval` and sleeps as a task
-        /// between tries, so that saves waiting for other processes' locks leave the pooled threads
-        /// to other work. nil once `isCancelled` answers true (or the task is cancelled).
+        /// Waits for the lock without holding a thread: tries, and sleeps as a task between tries,
+        /// so that saves waiting for other processes' locks leave the pooled threads to other work.
+        /// The pause starts at `interval` and doubles up to `longest`: a lock held for a moment
+        /// (another server's save) is taken within milliseconds, one held for a long command costs
+        /// 20 wake-ups a second, not 200. nil once `isCancelled` answers true (or the task is
+        /// cancelled).
         public func wait(
-            interval: Duration = .milliseconds(5), isCancelled: @Sendable () -> Bool = { false }
+            interval: Duration = .milliseconds(5), longest: Duration = .milliseconds(50),
+            isCancelled: @Sendable () -> Bool = { false }
         ) async throws(FileSystemError) -> Held? {
+            var pause = interval
             while true {
                 if let held = try tryAgain() { return held }
                 if isCancelled() || Task.isCancelled { return nil }
-                try? await Task.sleep(for: interval)
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, max(interval, longest))
             }
         }
     }
@@ -132,7 +138,7 @@ public struct FileLocks: Sendable {
     /// Takes the lock of `path`'s file on the calling thread: waits (polling every `interval`, so
     /// that `isCancelled` is heard) while another process or thread holds a conflicting one;
     /// answers nil once `isCancelled` answers true. `waited` is told once, the first time it had
-    /// to wait. (A save waits with ``Pending/wait(interval:isCancelled:)`` instead, holding no
+    /// to wait. (A save waits with ``Pending/wait(interval:longest:isCancelled:)`` instead, holding no
     /// thread.)
     public func lock(
         _ path: String, exclusive: Bool, interval: Duration = .milliseconds(5), isCancelled: () -> Bool = { false },

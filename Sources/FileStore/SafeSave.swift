@@ -145,7 +145,7 @@ public enum SafeSave {
         public var locks: FileLocks?
 
         /// The file's lock across processes, taken already by the caller (``takeLock(_:)`` and
-        /// ``FileLocks/Pending/wait(interval:isCancelled:)``, a wait that holds no thread): the save
+        /// ``FileLocks/Pending/wait(interval:longest:isCancelled:)``, a wait that holds no thread): the save
         /// uses it if it is the lock of the file the save writes, and releases it when done; else
         /// the save takes the lock itself, waiting on its thread.
         public var heldLock: FileLocks.Held?
