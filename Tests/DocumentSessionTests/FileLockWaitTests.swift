@@ -46,7 +46,9 @@ struct FileLockWaitTests {
         let saves = handles.map { handle in Task { try await store.save(handle) } }
         // Every save has found its file's lock held and waits (its lock file open): the test's
         // descriptors and one of each save's.
-        let allWaiting = await waitUntil { openLockFiles(under: locks.directory) == 2 * count }
+        // (Looked at every 20 ms: a listing of the process's descriptors is not free, and the
+        // suite's other tasks share the cooperative threads.)
+        let allWaiting = await waitUntil(interval: .milliseconds(20)) { openLockFiles(under: locks.directory) == 2 * count }
         #expect(allWaiting, "\(openLockFiles(under: locks.directory) - count) of \(count) saves reached their lock")
 
         // Meanwhile another file opens, takes an edit and saves: a load and a save on the pool.
@@ -58,7 +60,7 @@ struct FileLockWaitTests {
             _ = try await store.save(document.handle)
             otherDone.withLock { $0 = true }
         }
-        let otherRan = await waitUntil { otherDone.withLock { $0 } }
+        let otherRan = await waitUntil(interval: .milliseconds(20)) { otherDone.withLock { $0 } }
         #expect(otherRan, "an open and a save of another file did not run while \(count) saves waited for locks")
         // The waiting saves wrote nothing.
         for (index, path) in paths.enumerated() {
@@ -91,7 +93,7 @@ struct FileLockWaitTests {
         let (handles, paths, held) = try await lockedDocuments(1, store: store, directory: directory, locks: locks)
         let cancelled = Mutex(false)
         let save = Task { try await store.save(handles[0], isCancelled: { cancelled.withLock { $0 } }) }
-        #expect(await waitUntil { openLockFiles(under: locks.directory) == 2 })
+        #expect(await waitUntil(interval: .milliseconds(20)) { openLockFiles(under: locks.directory) == 2 })
         cancelled.withLock { $0 = true }
         await #expect(throws: DocumentError.save(.cancelled)) { _ = try await save.value }
         #expect(try contents(paths[0]) == Array("old 0\n".utf8))

@@ -17,7 +17,12 @@ struct VersionWriteQueueTests {
         let store = try VersionStore(directory: directory.file("versions"))
         let queue = VersionWriteQueue(store: store)
         let gate = Gate()
-        queue.run { _ in gate.wait() }
+        // Held until the test opens it: a deadline of ten minutes, not the suite's minute. The
+        // tests assert what waits behind it, and under load the whole suite's tasks share two
+        // cooperative threads: a test's 5 ms sleep was seen to end more than a minute later, after
+        // a gate of one minute had let the writes through (finishDrains, whole suite with two busy
+        // loops, 3 of 4 runs).
+        queue.run { _ in gate.wait(deadline: .seconds(600)) }
         // Counted from here, `pending` is what waits behind the gate (stop 30's CI run: the gate
         // itself was still pending on a busy machine, one more than the bound).
         guard gate.waitUntilArrived() else { throw TestFailure("the queue did not start the gate") }
