@@ -225,12 +225,41 @@ extension PackageStore {
         return database
     }
 
+    /// `store/execute` asked for now, in the document's line (after the saves and store calls asked
+    /// before it; ``waitForSave(_:)`` makes the document's other requests wait for it): the
+    /// statements run on a thread of their own while the server serves other documents. `stop`
+    /// is asked while they run; true stops them (`StoreError.Kind.cancelled`).
+    public func enqueueExecute(
+        _ handle: String, sql: String, params: SQLParams, version: Int64?, label: String?,
+        stop: (@Sendable () -> Bool)? = nil
+    ) -> Task<Result<(Int64, ExecuteResult), DocumentError>, Never> {
+        inLine(handle) { () throws(DocumentError) in
+            try await self.executeInTurn(handle, sql: sql, params: params, version: version, label: label, stop: stop)
+        }
+    }
+
+    /// `store/query` asked for now, in the document's line, as ``enqueueExecute``.
+    public func enqueueQuery(
+        _ handle: String, sql: String, params: SQLParams, stop: (@Sendable () -> Bool)? = nil
+    ) -> Task<Result<QueryResult, DocumentError>, Never> {
+        inLine(handle) { () throws(DocumentError) in
+            try await self.queryInTurn(handle, sql: sql, params: params, stop: stop)
+        }
+    }
+
     /// `store/execute`: the statements in one transaction, one undoable step when they changed
     /// something; the version goes up by one in any case (an accepted request, as an edit).
     public func execute(
         _ handle: String, sql: String, params: SQLParams, version: Int64?, label: String?
     ) async throws(DocumentError) -> (Int64, ExecuteResult) {
         try await waitForSave(handle)
+        return try await executeInTurn(handle, sql: sql, params: params, version: version, label: label, stop: nil)
+    }
+
+    /// `store/execute` once the saves and calls before it have ended.
+    private func executeInTurn(
+        _ handle: String, sql: String, params: SQLParams, version: Int64?, label: String?, stop: (@Sendable () -> Bool)?
+    ) async throws(DocumentError) -> (Int64, ExecuteResult) {
         let document = try document(handle)
         try checkVersion(document, version)
         try checkEditable(document)
@@ -238,7 +267,7 @@ extension PackageStore {
         let result = await runOnOwnThread { () -> Result<(ExecuteResult, [UInt8]?, Int64), StoreError> in
             do throws(StoreError) {
                 return .success(try database.locked { store throws(StoreError) in
-                    let executed = try store.execute(sql, params: params)
+                    let executed = try store.execute(sql, params: params, stop: stop)
                     return (executed, executed.changed ? store.lastStep : nil, store.changeCount)
                 })
             } catch {
@@ -266,10 +295,15 @@ extension PackageStore {
     /// `store/query`: one read-only statement's rows.
     public func query(_ handle: String, sql: String, params: SQLParams) async throws(DocumentError) -> QueryResult {
         try await waitForSave(handle)
+        return try await queryInTurn(handle, sql: sql, params: params, stop: nil)
+    }
+
+    /// `store/query` once the saves and calls before it have ended.
+    private func queryInTurn(_ handle: String, sql: String, params: SQLParams, stop: (@Sendable () -> Bool)?) async throws(DocumentError) -> QueryResult {
         let database = try database(handle)
         let result = await runOnOwnThread { () -> Result<QueryResult, StoreError> in
             do throws(StoreError) {
-                return .success(try database.locked { store throws(StoreError) in try store.query(sql, params: params) })
+                return .success(try database.locked { store throws(StoreError) in try store.query(sql, params: params, stop: stop) })
             } catch {
                 return .failure(error)
             }

@@ -16,6 +16,7 @@ extension PackageStore {
     /// of `handle`, if any (the managed store is not touched while a save publishes it; saves run
     /// one at a time). Never called from a save of the line (it would wait for itself).
     func waitForSave(_ handle: String) async throws(DocumentError) {
+        await storeLine[handle]?.value
         await saveLine[handle]?.value
         while let running = saving[handle] {
             await running.value
@@ -31,12 +32,25 @@ extension PackageStore {
     ) -> Task<Result<PackageSaveOutcome, DocumentError>, Never> {
         let previous = saveLine[handle]
         // What it writes is taken now, in request order: a write asked for after it stays unsaved
-        // even when it reaches the store before this save begins.
-        let taken = documents[handle].map {
-            SaveSnapshot(entries: $0.entries, emptyDirectories: $0.emptyDirectories, position: $0.position, version: $0.version)
+        // even when it reaches the store before this save begins. With store calls asked before it
+        // still in line, it is taken when the last of them ends, as a step of the line: the
+        // requests asked for after the save wait for that step (``waitForLine(_:)``).
+        let snapshot: Task<SaveSnapshot?, Never>
+        if let calls = storeLine[handle] {
+            snapshot = Task {
+                await calls.value
+                return self.saveSnapshot(handle)
+            }
+            let end = Task { _ = await snapshot.value }
+            storeLine[handle] = end
+            Task { await end.value; self.endOfStoreLine(handle, end) }
+        } else {
+            let taken = saveSnapshot(handle)
+            snapshot = Task { taken }
         }
         let task = Task { () -> Result<PackageSaveOutcome, DocumentError> in
             await previous?.value
+            let taken = await snapshot.value
             do throws(DocumentError) {
                 return .success(try await self.save(handle, force: force, to: newPath, reserved: reserved, taken: taken))
             } catch {
@@ -47,6 +61,65 @@ extension PackageStore {
         saveLine[handle] = end
         Task { await end.value; self.endOfLine(handle, end) }
         return task
+    }
+
+    /// Runs `body` in the document's line, after the saves and calls asked for before it (and the
+    /// save in progress), whatever order the requests' tasks reach the store in; the requests that
+    /// wait for saves (``waitForSave(_:)``) wait for it too. Answers its outcome when it ends.
+    func inLine<T: Sendable>(
+        _ handle: String, afterSaves: Bool = true, _ body: @escaping @Sendable () async throws(DocumentError) -> T
+    ) -> Task<Result<T, DocumentError>, Never> {
+        let previousSave = afterSaves ? saveLine[handle] : nil
+        let previousCall = storeLine[handle]
+        let task = Task { () -> Result<T, DocumentError> in
+            await previousSave?.value
+            await previousCall?.value
+            while afterSaves, let running = self.saving[handle] {
+                await running.value
+            }
+            do throws(DocumentError) {
+                return .success(try await body())
+            } catch {
+                return .failure(error)
+            }
+        }
+        let end = Task { _ = await task.value }
+        storeLine[handle] = end
+        Task { await end.value; self.endOfStoreLine(handle, end) }
+        return task
+    }
+
+    /// Runs `body` in the document's store line when a store call of it is waiting or running (a
+    /// write of an entry, a read, the state asked for after a long statement come after it, and
+    /// do not wait for saves); nil when the line is idle (the caller answers at once).
+    public func inLineIfBusy<T: Sendable>(_ handle: String, _ body: @escaping @Sendable () async -> T) -> Task<T, Never>? {
+        guard storeLine[handle] != nil else { return nil }
+        let task = inLine(handle, afterSaves: false) { () throws(DocumentError) -> T in await body() }
+        return Task {
+            switch await task.value {
+            case .success(let value): return value
+            case .failure: fatalError("unreachable: the body does not throw")
+            }
+        }
+    }
+
+    /// The line's last store call ended: the line goes (unless a later one joined it).
+    private func endOfStoreLine(_ handle: String, _ end: Task<Void, Never>) {
+        if storeLine[handle] == end { storeLine[handle] = nil }
+    }
+
+    /// Waits for the document's store calls (and saves' snapshots) asked for before, for a request
+    /// that reads or changes the document in request order without waiting for its saves (a write,
+    /// a read of an entry, the document's state).
+    public func waitForLine(_ handle: String) async {
+        await storeLine[handle]?.value
+    }
+
+    /// What a save of `handle` taken now writes (nil once the document is closed).
+    private func saveSnapshot(_ handle: String) -> SaveSnapshot? {
+        documents[handle].map {
+            SaveSnapshot(entries: $0.entries, emptyDirectories: $0.emptyDirectories, position: $0.position, version: $0.version)
+        }
     }
 
     /// What a save asked for writes: the entries, empty directories and history position as of

@@ -30,6 +30,10 @@ public actor PackageStore {
     /// The last save asked for of each document (``enqueueSave(_:force:to:reserved:)``): the next
     /// one starts after it.
     var saveLine: [String: Task<Void, Never>] = [:]
+    /// The last store call (`store/execute`, `store/query`) or save's taking of its snapshot asked
+    /// for of each document (``inLine(_:_:)``): the document's requests that read or change it
+    /// come after it (``waitForLine(_:)``), while the other documents are served.
+    var storeLine: [String: Task<Void, Never>] = [:]
     /// The paths saves as are writing, from their requests (in order) to their ends: a second save
     /// as to one of them is refused, an open of one waits for the save.
     var saveAsTargets: [String: SaveAsReservation] = [:]

@@ -3,6 +3,7 @@ import Synchronization
 /// Set when the client cancels a request; long handlers poll it between steps.
 public final class CancellationToken: Sendable {
     private let flag = Atomic<Bool>(false)
+    private let abandonedFlag = Atomic<Bool>(false)
 
     public init() {}
 
@@ -11,6 +12,13 @@ public final class CancellationToken: Sendable {
 
     /// Marks the request cancelled.
     public func cancel() { flag.store(true, ordering: .releasing) }
+
+    /// Whether the client that asked for the request is gone (its input ended): work that only
+    /// answers it (a store query) may stop; work that changes files (a save) goes on.
+    public var isAbandoned: Bool { abandonedFlag.load(ordering: .acquiring) }
+
+    /// Marks the request's client gone.
+    public func abandon() { abandonedFlag.store(true, ordering: .releasing) }
 
     /// A token nobody cancels, for work answered at once (nothing can cancel it while it runs).
     public static let never = CancellationToken()
@@ -47,6 +55,8 @@ public final class PendingRequests: Sendable {
     }
 
     private let entries = Mutex<[RequestID: Entry]>([:])
+    /// Set (under the lock of `entries`) once the client is gone.
+    nonisolated(unsafe) private var abandoned = false
 
     public init() {}
 
@@ -65,10 +75,15 @@ public final class PendingRequests: Sendable {
     /// The token of a pending request (a fresh one when the id was never queued).
     public func token(for id: RequestID) -> CancellationToken {
         entries.withLock { entries -> CancellationToken in
-            guard var entry = entries[id] else { return CancellationToken() }
+            guard var entry = entries[id] else {
+                let token = CancellationToken()
+                if abandoned { token.abandon() }
+                return token
+            }
             if let token = entry.token { return token }
             let token = CancellationToken()
             if entry.cancelled { token.cancel() }
+            if abandoned { token.abandon() }
             entry.token = token
             entries[id] = entry
             return token
@@ -89,6 +104,21 @@ public final class PendingRequests: Sendable {
             entry.token?.cancel()
             entries[id] = entry
             return true
+        }
+    }
+
+    /// The client is gone (its input ended): every pending request's token, and any made later,
+    /// says so (``CancellationToken/isAbandoned``).
+    public func abandonAll() {
+        entries.withLock { entries in
+            abandoned = true
+            for (id, var entry) in entries {
+                let token = entry.token ?? CancellationToken()
+                if entry.cancelled { token.cancel() }
+                token.abandon()
+                entry.token = token
+                entries[id] = entry
+            }
         }
     }
 

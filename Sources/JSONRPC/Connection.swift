@@ -118,6 +118,8 @@ public final class Connection: Sendable {
                 }
             }
             // The client closed its end: answer what is still running before deciding how to exit.
+            // Work that only answers it (a store query) may stop now; saves go on.
+            pending.abandonAll()
             await inFlight.waitForAll()
             return await handler.inputEnded(midMessage: queue.endedMidMessage)
         }

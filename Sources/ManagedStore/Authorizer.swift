@@ -53,6 +53,40 @@ final class AuthorizerPolicy {
         "freelist_count", "encoding", "foreign_keys",
     ]
 
+    /// The functions a request or a migration may call: SQLite's built-in scalar, aggregate,
+    /// window, date, math and JSON functions, and the full-text search's auxiliary functions, as
+    /// 3.40.1 has them (`pragma_function_list`). Nothing that loads code, takes or answers a
+    /// pointer, writes elsewhere or exists for debugging.
+    static let allowedFunctions: Set<String> = [
+        // Core scalar functions.
+        "abs", "changes", "char", "coalesce", "format", "glob", "hex", "ifnull", "iif", "instr",
+        "last_insert_rowid", "length", "like", "likelihood", "likely", "lower", "ltrim", "max", "min",
+        "nullif", "printf", "quote", "random", "randomblob", "replace", "round", "rtrim", "sign",
+        "soundex", "sqlite_compileoption_get", "sqlite_compileoption_used", "sqlite_source_id",
+        "sqlite_version", "substr", "substring", "total_changes", "trim", "typeof", "unicode",
+        "unlikely", "upper", "zeroblob", "subtype", "match",
+        // Aggregates and window functions.
+        "avg", "count", "group_concat", "sum", "total", "row_number", "rank", "dense_rank",
+        "percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value", "last_value", "nth_value",
+        // Dates and times.
+        "date", "time", "datetime", "julianday", "unixepoch", "strftime", "current_date",
+        "current_time", "current_timestamp",
+        // Mathematics.
+        "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "ceiling", "cos", "cosh",
+        "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow", "power", "radians",
+        "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
+        // JSON (with the -> and ->> operators).
+        "json", "json_array", "json_array_length", "json_extract", "json_insert", "json_object",
+        "json_patch", "json_quote", "json_remove", "json_replace", "json_set", "json_type", "json_valid",
+        "json_group_array", "json_group_object", "->", "->>",
+        // Full-text search's auxiliary functions.
+        "snippet", "offsets", "matchinfo", "highlight", "bm25",
+    ]
+
+    /// The virtual table modules a migration may create tables of: full-text search and R*Trees.
+    /// Refused among others: fts3tokenize, dbstat, sqlite_stmt and the eponymous ones.
+    static let allowedModules: Set<String> = ["fts3", "fts4", "fts4aux", "fts5", "fts5vocab", "rtree", "rtree_i32"]
+
     /// The decision for one action: nil to allow it, or the refusal.
     func decide(action: Int32, _ first: String?, _ second: String?, database: String?) -> StoreError? {
         if mode == .internal { return nil }
@@ -73,9 +107,18 @@ final class AuthorizerPolicy {
         case SQLITE_DETACH:
             return refuse(.refused, "DETACH is not allowed")
         case SQLITE_FUNCTION:
+            // Only the functions on the list: SQLite's built-ins that compute a value from their
+            // arguments. Refused among others: load_extension, fts3_tokenizer (its two-argument
+            // form registers a C pointer the caller chooses, and the one-argument form leaks an
+            // address), fts5 (a pointer API), sqlite_log, optimize, the rtree debugging functions.
             let function = second?.lowercased() ?? ""
-            if function == "load_extension" { return refuse(.refused, "load_extension is not allowed") }
-            return nil
+            if AuthorizerPolicy.allowedFunctions.contains(function) { return nil }
+            return refuse(.refused, "the function \(second ?? "") is not allowed: only SQLite's built-in functions that compute values are (protocol §13.6 lists them)")
+        case SQLITE_CREATE_VTABLE:
+            guard mode == .migration else { return schemaChange() }
+            let module = second?.lowercased() ?? ""
+            if AuthorizerPolicy.allowedModules.contains(module) { return nil }
+            return refuse(.refused, "the virtual table module \(second ?? "") is not allowed: only \(AuthorizerPolicy.allowedModules.sorted().joined(separator: ", ")) are")
         case SQLITE_PRAGMA:
             if AuthorizerPolicy.inspectingPragmas.contains(name) { return nil }
             if AuthorizerPolicy.readOnlyPragmas.contains(name), second == nil { return nil }
@@ -87,7 +130,7 @@ final class AuthorizerPolicy {
             SQLITE_CREATE_TEMP_TRIGGER, SQLITE_CREATE_TEMP_VIEW, SQLITE_CREATE_TRIGGER, SQLITE_CREATE_VIEW,
             SQLITE_DROP_INDEX, SQLITE_DROP_TABLE, SQLITE_DROP_TEMP_INDEX, SQLITE_DROP_TEMP_TABLE,
             SQLITE_DROP_TEMP_TRIGGER, SQLITE_DROP_TEMP_VIEW, SQLITE_DROP_TRIGGER, SQLITE_DROP_VIEW,
-            SQLITE_ALTER_TABLE, SQLITE_CREATE_VTABLE, SQLITE_DROP_VTABLE:
+            SQLITE_ALTER_TABLE, SQLITE_DROP_VTABLE:
             return mode == .migration ? nil : schemaChange()
         case SQLITE_REINDEX, SQLITE_ANALYZE:
             return mode == .migration ? nil : refuse(.refused, "REINDEX and ANALYZE are not allowed outside the migrations")

@@ -1,5 +1,9 @@
 import CSQLite
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// SQLite's `SQLITE_TRANSIENT`: bind copies the bytes (the macro is a cast, which Swift does not
 /// import).
 let transientDestructor = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
@@ -43,20 +47,73 @@ final class Connection {
         self.handle = nil
     }
 
-    /// Installs the authorizer and the limits that keep statements inside this file: no database
-    /// may be attached (`SQLITE_LIMIT_ATTACHED` 0, beneath the authorizer's refusal of ATTACH,
-    /// which also catches `VACUUM INTO`'s attach of its target at run time); extension loading
-    /// stays off (never enabled: neither `sqlite3_enable_load_extension` nor the db_config is called).
-    func installAuthorizer() {
-        guard let handle else { return }
+    /// Installs the authorizer, the hardening of SQLite's "Defense Against the Dark Arts" that a
+    /// connection can take, and the limits that keep statements inside this file and the budget:
+    /// - no database may be attached (`SQLITE_LIMIT_ATTACHED` 0, beneath the authorizer's refusal
+    ///   of ATTACH, which also catches `VACUUM INTO`'s attach of its target at run time);
+    /// - `SQLITE_DBCONFIG_DEFENSIVE` on (no writes to the schema table or `sqlite_dbpage`, no
+    ///   `PRAGMA writable_schema`, no `journal_mode=OFF`), `SQLITE_DBCONFIG_TRUSTED_SCHEMA` off
+    ///   (functions in the schema's views, triggers and defaults must be innocuous),
+    ///   `SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER` off (Debian builds it on: `fts3_tokenizer(name,
+    ///   pointer)` would register a C pointer), extension loading off;
+    /// - `PRAGMA cell_size_check` on (a damaged or hostile file is found, not followed);
+    /// - `SQLITE_LIMIT_LENGTH` at `maximumLength` (no string or blob longer: `SQLITE_TOOBIG`);
+    /// - the progress handler, which stops a statement past its budget (``arm(timeLimit:stop:)``).
+    /// Throws when SQLite refuses a setting (it never should: then the store does not open).
+    func harden(maximumLength: Int) throws(StoreError) {
+        guard let handle else { throw .refusal(.closed, "the store is closed") }
+        let settings: [(Int32, Int32, String)] = [
+            (SQLITE_DBCONFIG_DEFENSIVE, 1, "SQLITE_DBCONFIG_DEFENSIVE"),
+            (SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, "SQLITE_DBCONFIG_TRUSTED_SCHEMA"),
+            (SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, "SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER"),
+            (SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, "SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION"),
+        ]
+        for (option, value, name) in settings {
+            var now: Int32 = -1
+            let code = docsession_sqlite3_db_config_int(handle, option, value, &now)
+            guard code == SQLITE_OK, now == value else {
+                throw StoreError(code: code == SQLITE_OK ? SQLITE_ERROR : code, message: "SQLite did not take \(name) = \(value) (it is \(now))")
+            }
+        }
+        try run("PRAGMA cell_size_check = ON")
         sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0)
+        sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, Int32(clamping: maximumLength))
         sqlite3_set_authorizer(handle, authorize, Unmanaged.passUnretained(policy).toOpaque())
+        sqlite3_progress_handler(handle, StatementBudget.interval, checkBudget, Unmanaged.passUnretained(budget).toOpaque())
+    }
+
+    /// The budget of the statements running now; the progress handler reads it through an
+    /// unretained pointer, valid as the policy's is.
+    let budget = StatementBudget()
+
+    /// Gives the statements run until ``disarm()`` `timeLimit` milliseconds from now, and stops
+    /// them early when `stop` answers true (a cancelled request, a client gone).
+    func arm(timeLimit: Int, stop: (@Sendable () -> Bool)?) {
+        budget.deadline = StatementBudget.now() &+ UInt64(max(0, timeLimit)) &* 1_000_000
+        budget.timeLimit = timeLimit
+        budget.stop = stop
+        budget.stopped = nil
+    }
+
+    /// Lifts the budget (the store's own statements run without one).
+    func disarm() {
+        budget.deadline = 0
+        budget.stop = nil
     }
 
     /// The error SQLite reports for the last call on the connection: its extended code and message;
     /// a refusal recorded by the authorizer since its reset replaces SQLite's "not authorized"
     /// (`SQLITE_AUTH`, or `SQLITE_ERROR` for a function refused).
     func lastError(statement: String?) -> StoreError {
+        if let stopped = budget.stopped, let handle, sqlite3_errcode(handle) == SQLITE_INTERRUPT {
+            return budget.error(stopped, statement: statement)
+        }
+        if let handle, sqlite3_errcode(handle) == SQLITE_TOOBIG {
+            return StoreError(
+                code: SQLITE_TOOBIG,
+                message: "a string or blob would be longer than storeOptions.memoryLimit (\(sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, -1)) bytes)",
+                statement: statement, kind: .memoryLimit)
+        }
         if let refusal = policy.refusal {
             var error = refusal
             error.statement = statement
@@ -121,4 +178,65 @@ final class Connection {
             }
         }
     }
+}
+
+/// What a connection's statements may spend: a deadline and a way to be stopped, read by the
+/// progress handler every ``interval`` virtual machine instructions (a few microseconds).
+final class StatementBudget {
+    /// How many instructions between two looks at the budget.
+    static let interval: Int32 = 1000
+    /// Why the statement was stopped.
+    enum Stop: Equatable {
+        case timeLimit
+        case cancelled
+    }
+
+    /// `CLOCK_MONOTONIC` nanoseconds past which a statement is stopped; 0: no deadline.
+    var deadline: UInt64 = 0
+    /// The limit the deadline came from, in milliseconds (for the error).
+    var timeLimit = 0
+    /// Answers true when the statement's request is no longer wanted.
+    var stop: (@Sendable () -> Bool)?
+    /// Set when the handler stopped a statement.
+    var stopped: Stop?
+
+    /// The time on `CLOCK_MONOTONIC`, in nanoseconds.
+    static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
+
+    /// Whether the statement must stop now (recording why).
+    func exceeded() -> Bool {
+        if let stop, stop() {
+            stopped = .cancelled
+            return true
+        }
+        if deadline != 0, StatementBudget.now() >= deadline {
+            stopped = .timeLimit
+            return true
+        }
+        return false
+    }
+
+    /// The error of a statement stopped for `reason`.
+    func error(_ reason: Stop, statement: String?) -> StoreError {
+        switch reason {
+        case .timeLimit:
+            return StoreError(
+                code: SQLITE_INTERRUPT,
+                message: "the statement ran longer than storeOptions.timeLimit (\(timeLimit) ms) and was stopped; nothing changed",
+                statement: statement, kind: .timeLimit)
+        case .cancelled:
+            return StoreError(code: SQLITE_INTERRUPT, message: "the request was cancelled; nothing changed", statement: statement, kind: .cancelled)
+        }
+    }
+}
+
+/// The progress handler (`sqlite3_progress_handler`): non-zero stops the statement with
+/// `SQLITE_INTERRUPT`.
+let checkBudget: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { context in
+    guard let context else { return 0 }
+    return Unmanaged<StatementBudget>.fromOpaque(context).takeUnretainedValue().exceeded() ? 1 : 0
 }

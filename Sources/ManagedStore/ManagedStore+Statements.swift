@@ -16,8 +16,12 @@ extension ManagedStore {
     /// go in the migrations), writes to a table without a declared PRIMARY KEY (`noPrimaryKey`),
     /// ATTACH, DETACH, `VACUUM INTO`, `load_extension`, PRAGMAs that set anything, transaction
     /// statements (`refused`), and any write to a read-only store (`readOnly`).
+    ///
+    /// The statements run within `options.timeLimit` and stop early when `stop` answers true (it is
+    /// asked every few microseconds, from the calling thread): then they are rolled back and the
+    /// error's kind is `timeLimit` or `cancelled`.
     @discardableResult
-    public func execute(_ sql: String, params: SQLParams = .none) throws(StoreError) -> ExecuteResult {
+    public func execute(_ sql: String, params: SQLParams = .none, stop: (@Sendable () -> Bool)? = nil) throws(StoreError) -> ExecuteResult {
         let connection = try openConnection(sql)
         guard !options.readOnly else { throw .refusal(.readOnly, "the store was opened read-only", statement: sql) }
         guard let handle = connection.handle else { throw .refusal(.closed, "the store is closed", statement: sql) }
@@ -25,6 +29,8 @@ extension ManagedStore {
         let changes: [UInt8]
         let before = sqlite3_total_changes64(handle)
         do throws(StoreError) {
+            connection.arm(timeLimit: options.timeLimit, stop: stop)
+            defer { connection.disarm() }
             changes = try ManagedStore.recordingChanges(on: connection) { () throws(StoreError) in
                 try runStatements(sql, params: params, on: connection, mode: .write)
             }
@@ -47,7 +53,11 @@ extension ManagedStore {
     /// Reads: runs one statement that writes nothing (`sqlite3_stmt_readonly`; else refused) and
     /// answers its column names and rows, each value typed by `sqlite3_column_type`. Parameters as
     /// for `execute`. Text after the statement other than blanks and comments is refused.
-    public func query(_ sql: String, params: SQLParams = .none) throws(StoreError) -> QueryResult {
+    ///
+    /// Runs within `options.timeLimit` and stops early when `stop` answers true, as `execute`; an
+    /// answer that would take more than `options.memoryLimit` (its values' bytes, 16 more for each
+    /// value) is refused with `memoryLimit` once it grows past it, rather than held.
+    public func query(_ sql: String, params: SQLParams = .none, stop: (@Sendable () -> Bool)? = nil) throws(StoreError) -> QueryResult {
         let connection = try openConnection(sql)
         guard let handle = connection.handle else { throw .refusal(.closed, "the store is closed", statement: sql) }
         connection.policy.mode = .read
@@ -73,11 +83,22 @@ extension ManagedStore {
             try binder.checkAllUsed(text: sql)
             let columns = (0..<sqlite3_column_count(statement)).map { String(cString: sqlite3_column_name(statement, $0)) }
             var rows: [[SQLValue]] = []
+            var size = 0
+            connection.arm(timeLimit: options.timeLimit, stop: stop)
+            defer { connection.disarm() }
             while true {
                 let code = sqlite3_step(statement)
                 if code == SQLITE_DONE { break }
                 guard code == SQLITE_ROW else { throw connection.lastError(statement: sql) }
-                rows.append(Connection.row(of: statement))
+                let row = Connection.row(of: statement)
+                size += row.reduce(0) { $0 + $1.answerSize }
+                if size > options.memoryLimit {
+                    throw StoreError(
+                        code: SQLITE_TOOBIG,
+                        message: "the answer would take more than storeOptions.memoryLimit (\(options.memoryLimit) bytes) after \(rows.count) rows; ask for fewer rows (LIMIT) or columns",
+                        statement: sql, kind: .memoryLimit)
+                }
+                rows.append(row)
             }
             return QueryResult(columns: columns, rows: rows)
         }

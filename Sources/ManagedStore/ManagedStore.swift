@@ -1,6 +1,10 @@
 import CSQLite
 import SystemCalls
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// How a managed store is opened.
 public struct StoreOptions: Sendable, Equatable {
     /// The migration scripts, in order: script `i` (1-based) brings the schema from version `i - 1`
@@ -13,10 +17,31 @@ public struct StoreOptions: Sendable, Equatable {
     /// `execute` is refused.
     public var readOnly: Bool
 
+    /// How long one request's statements (a `query`, an `execute`) or one migration script may run,
+    /// in milliseconds, before they are stopped and rolled back (`StoreError.Kind.timeLimit`).
+    public var timeLimit: Int
+    /// The most bytes one string or blob may take (`SQLITE_LIMIT_LENGTH`), and the most a query's
+    /// answer may take (its values' bytes, 16 more for each value): past it, `memoryLimit`.
+    public var memoryLimit: Int
+
+    /// The default `timeLimit`: ten seconds, far above what a store an editor edits needs, and
+    /// short enough that a runaway statement gives its thread back soon.
+    public static let defaultTimeLimit = 10_000
+    /// The default `memoryLimit`: 64 MiB, the largest message the protocol carries.
+    public static let defaultMemoryLimit = 64 << 20
+    /// The bounds a client may choose within.
+    public static let timeLimits = 1...3_600_000
+    public static let memoryLimits = (1 << 20)...(1 << 30)
+
     /// Options with the given migrations, writable unless `readOnly`.
-    public init(migrations: [String] = [], readOnly: Bool = false) {
+    public init(
+        migrations: [String] = [], readOnly: Bool = false, timeLimit: Int = StoreOptions.defaultTimeLimit,
+        memoryLimit: Int = StoreOptions.defaultMemoryLimit
+    ) {
         self.migrations = migrations
         self.readOnly = readOnly
+        self.timeLimit = timeLimit
+        self.memoryLimit = memoryLimit
     }
 }
 
@@ -64,7 +89,8 @@ public final class ManagedStore {
     public init(publishedPath: String?, workingPath: String, options: StoreOptions) throws(StoreError) {
         self.workingPath = workingPath
         self.options = options
-        let connection = try ManagedStore.makeWorkingCopy(from: publishedPath, at: workingPath)
+        ManagedStore.limitHeap()
+        let connection = try ManagedStore.makeWorkingCopy(from: publishedPath, at: workingPath, maximumLength: options.memoryLimit)
         self.connection = connection
         do throws(StoreError) {
             try migrate(connection)
@@ -102,7 +128,7 @@ public final class ManagedStore {
 
     /// Makes the working copy at `workingPath` from `publishedPath` (or empty) and opens it with
     /// the store's settings and authorizer.
-    static func makeWorkingCopy(from publishedPath: String?, at workingPath: String) throws(StoreError) -> Connection {
+    static func makeWorkingCopy(from publishedPath: String?, at workingPath: String, maximumLength: Int) throws(StoreError) -> Connection {
         // The working copy's files are removed first: never let that be the published store.
         if let publishedPath, try isSameFile(publishedPath, workingPath) {
             throw .refusal(.file, "the working copy's path \(workingPath) is the published store's")
@@ -122,7 +148,7 @@ public final class ManagedStore {
             throw StoreError(code: SQLITE_ERROR, message: "the working copy could not use WAL (journal_mode is \(String(describing: mode)))", statement: "PRAGMA journal_mode = WAL")
         }
         try connection.run("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA trusted_schema = OFF")
-        connection.installAuthorizer()
+        try connection.harden(maximumLength: maximumLength)
         return connection
     }
 
@@ -136,6 +162,8 @@ public final class ManagedStore {
         for index in (version + 1)...options.migrations.count {
             try connection.run("BEGIN IMMEDIATE")
             do throws(StoreError) {
+                connection.arm(timeLimit: options.timeLimit, stop: nil)
+                defer { connection.disarm() }
                 try runStatements(options.migrations[index - 1], params: .none, on: connection, mode: .migration)
                 try connection.run("PRAGMA user_version = \(index)")
                 try connection.run("COMMIT")
@@ -148,6 +176,21 @@ public final class ManagedStore {
             migratedTo = index
         }
     }
+
+    /// SQLite's heap, for every store of the process, is held under a quarter of the machine's
+    /// memory (`sqlite3_hard_heap_limit64`): past it a statement fails with `SQLITE_NOMEM` instead
+    /// of the process running out. Set once, at the first store's open.
+    static func limitHeap() {
+        _ = heapLimit
+    }
+
+    private static let heapLimit: Int64 = {
+        let pages = Int64(sysconf(Int32(_SC_PHYS_PAGES)))
+        let size = Int64(sysconf(Int32(_SC_PAGESIZE)))
+        let limit = pages > 0 && size > 0 ? pages * size / 4 : 1 << 30
+        sqlite3_hard_heap_limit64(limit)
+        return limit
+    }()
 
     /// Lists the tables with a declared primary key and the views, for the authorizer.
     static func listKeyedTables(_ connection: Connection) throws(StoreError) {

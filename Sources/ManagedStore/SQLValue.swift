@@ -12,6 +12,17 @@ public enum SQLValue: Sendable, Equatable, Hashable {
     case blob([UInt8])
 }
 
+extension SQLValue {
+    /// What the value counts for against a query's `memoryLimit`: its bytes, and 16 more.
+    var answerSize: Int {
+        switch self {
+        case .null, .integer, .real: return 16
+        case .text(let text): return 16 + text.utf8.count
+        case .blob(let bytes): return 16 + bytes.count
+        }
+    }
+}
+
 /// The parameters bound to a statement: none, by position (`?`, `?NNN`, 1-based), or by name
 /// (`:name`, `@name`, `$name`; the key is the name without its prefix, or with it).
 public enum SQLParams: Sendable, Equatable, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {

@@ -30,6 +30,13 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         /// A published file that is not what publishing promises (its header says WAL, a journal
         /// file was left beside it).
         case publish
+        /// A statement ran past `StoreOptions.timeLimit` and was stopped (rolled back).
+        case timeLimit
+        /// A value or an answer would take more than `StoreOptions.memoryLimit`.
+        case memoryLimit
+        /// The request of the statement was cancelled (or its client went) while it ran; stopped
+        /// and rolled back.
+        case cancelled
     }
 
     /// SQLite's extended result code (`sqlite3_extended_errcode`), such as 2067 for

@@ -239,7 +239,15 @@ extension Server {
         if let statement = error.statement { data["statement"] = .string(statement) }
         if let migration = error.migration { data["migration"] = .integer(Int64(migration)) }
         data["kind"] = .string(error.kind.rawValue)
+        switch error.kind {
+        case .timeLimit: data["limit"] = "storeOptions.timeLimit"
+        case .memoryLimit: data["limit"] = "storeOptions.memoryLimit"
+        default: break
+        }
         let what = error.migration.map { "migration \($0)" } ?? "the statement"
+        if error.kind == .timeLimit || error.kind == .memoryLimit || error.kind == .cancelled {
+            return ResponseError(.storeError, "SQLite: \(error.message)", data: .object(data))
+        }
         if error.kind != .sqlite && error.kind != .file && error.kind != .publish {
             return ResponseError(.statementRefused, "\(what) was refused: \(error.message)", data: .object(data))
         }

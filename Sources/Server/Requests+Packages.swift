@@ -15,7 +15,13 @@ extension Params {
         for (index, script) in migrations.enumerated() where script.allSatisfy(\.isWhitespace) {
             throw .invalidParams(field: "\(options.fieldPath("migrations"))[\(index)]", "an empty script (each migration is SQL that changes the schema)")
         }
-        return StoreOptions(migrations: migrations, readOnly: try options.optionalBool("readOnly") ?? false)
+        let timeLimit = try options.optionalInteger("timeLimit", in: Int64(StoreOptions.timeLimits.lowerBound)...Int64(StoreOptions.timeLimits.upperBound))
+        let memoryLimit = try options.optionalInteger(
+            "memoryLimit", in: Int64(StoreOptions.memoryLimits.lowerBound)...Int64(StoreOptions.memoryLimits.upperBound))
+        return StoreOptions(
+            migrations: migrations, readOnly: try options.optionalBool("readOnly") ?? false,
+            timeLimit: timeLimit.map { Int($0) } ?? StoreOptions.defaultTimeLimit,
+            memoryLimit: memoryLimit.map { Int($0) } ?? StoreOptions.defaultMemoryLimit)
     }
 
     /// A relative entry path of a package, checked.

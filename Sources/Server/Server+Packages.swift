@@ -121,19 +121,65 @@ extension Server {
         })
     }
 
-    func executeStore(_ params: ExecuteStoreRequest) async throws(ResponseError) -> ExecuteStoreResult {
+    /// `store/execute`: in the document's line, off the queue (protocol §4.7): the statements run
+    /// on a thread of their own while other documents are served; a cancellation or the client's
+    /// end stops them (-32800), as `storeOptions.timeLimit` does (-32029).
+    func executeStore(_ params: ExecuteStoreRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<ExecuteStoreResult> {
         try requirePackage(params.handle, "run SQL")
-        let (version, result) = try await packageCall { () throws(DocumentError) in
-            try await packages.execute(params.handle, sql: params.sql, params: params.params, version: params.version, label: params.label)
+        _ = try await packageCall { () throws(DocumentError) in try await packages.info(params.handle) }
+        let running = await packages.enqueueExecute(
+            params.handle, sql: params.sql, params: params.params, version: params.version, label: params.label,
+            stop: Self.stopCondition(context))
+        let id = context.id
+        return .later {
+            switch await running.value {
+            case .success(let (version, result)): return .success(ExecuteStoreResult(version: version, result: result))
+            case .failure(let error): return .failure(Self.storeCallError(error, id: id))
+            }
         }
-        return ExecuteStoreResult(version: version, result: result)
     }
 
-    func queryStore(_ params: QueryStoreRequest) async throws(ResponseError) -> QueryStoreResult {
+    /// `store/query`: in the document's line, off the queue, as `store/execute`.
+    func queryStore(_ params: QueryStoreRequest, _ context: RequestContext) async throws(ResponseError) -> Answer<QueryStoreResult> {
         try requirePackage(params.handle, "run SQL")
-        return QueryStoreResult(result: try await packageCall { () throws(DocumentError) in
-            try await packages.query(params.handle, sql: params.sql, params: params.params)
-        })
+        _ = try await packageCall { () throws(DocumentError) in try await packages.info(params.handle) }
+        let running = await packages.enqueueQuery(params.handle, sql: params.sql, params: params.params, stop: Self.stopCondition(context))
+        let id = context.id
+        return .later {
+            switch await running.value {
+            case .success(let result): return .success(QueryStoreResult(result: result))
+            case .failure(let error): return .failure(Self.storeCallError(error, id: id))
+            }
+        }
+    }
+
+    /// When a store call's statements stop early: its request cancelled, or its client gone.
+    static func stopCondition(_ context: RequestContext) -> @Sendable () -> Bool {
+        let token = context.cancellation
+        return { token.isCancelled || token.isAbandoned }
+    }
+
+    /// The wire error of a store call: -32800 for one its client cancelled, as any other.
+    static func storeCallError(_ error: DocumentError, id: RequestID) -> ResponseError {
+        if case .store(let store) = error, store.kind == .cancelled { return .cancelled(id) }
+        return responseError(error, id: .null)
+    }
+
+    /// A package request that reads or changes the document (an entry, its state): answered now
+    /// when no store call of the document is waiting or running; else after them, off the queue, so
+    /// that a long statement holds only its own document's requests.
+    func packageRequest<R: RequestResult>(
+        _ handle: String, _ body: @escaping @Sendable () async throws(ResponseError) -> R
+    ) async throws(ResponseError) -> Answer<R> {
+        let waiting = await packages.inLineIfBusy(handle) { () -> Result<R, ResponseError> in
+            do throws(ResponseError) {
+                return .success(try await body())
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard let waiting else { return .now(try await body()) }
+        return .later { await waiting.value }
     }
 
     /// A package method on a text document's handle is -32031 (the store would say "unknown").

@@ -262,7 +262,10 @@ public actor Server: MessageHandler {
             return .now(.text(try await server.undoOrRedo(params.handle, version: params.version, undo: false)))
         },
         RequestEntry(DocumentStateRequest.self) { server, params, _ throws(ResponseError) in
-            if server.isPackage(params.handle) { return .now(.package(try await server.packageState(params.handle))) }
+            if server.isPackage(params.handle) {
+                let handle = params.handle
+                return try await server.packageRequest(handle) { () throws(ResponseError) in .package(try await server.packageState(handle)) }
+            }
             return .now(.text(try await server.documentState(params)))
         },
         RequestEntry(CloseDocumentRequest.self) { server, params, context throws(ResponseError) in
@@ -322,11 +325,17 @@ public actor Server: MessageHandler {
         RequestEntry(SnapshotSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.snapshotSession(params)) },
         RequestEntry(RestoreSessionRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.restoreSession(params)) },
         RequestEntry(DiscardSnapshotRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.discardSnapshot(params)) },
-        RequestEntry(ReadEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.readEntry(params)) },
-        RequestEntry(WriteEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.writeEntry(params)) },
-        RequestEntry(DeleteEntryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.deleteEntry(params)) },
-        RequestEntry(ExecuteStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.executeStore(params)) },
-        RequestEntry(QueryStoreRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.queryStore(params)) },
+        RequestEntry(ReadEntryRequest.self) { server, params, _ throws(ResponseError) in
+            try await server.packageRequest(params.handle) { () throws(ResponseError) in try await server.readEntry(params) }
+        },
+        RequestEntry(WriteEntryRequest.self) { server, params, _ throws(ResponseError) in
+            try await server.packageRequest(params.handle) { () throws(ResponseError) in try await server.writeEntry(params) }
+        },
+        RequestEntry(DeleteEntryRequest.self) { server, params, _ throws(ResponseError) in
+            try await server.packageRequest(params.handle) { () throws(ResponseError) in try await server.deleteEntry(params) }
+        },
+        RequestEntry(ExecuteStoreRequest.self) { server, params, context throws(ResponseError) in try await server.executeStore(params, context) },
+        RequestEntry(QueryStoreRequest.self) { server, params, context throws(ResponseError) in try await server.queryStore(params, context) },
         RequestEntry(CoordinateRequest.self) { server, params, context throws(ResponseError) in try await server.coordinate(params, context) },
         RequestEntry(EndCoordinationRequest.self) { server, params, context throws(ResponseError) in try await server.endCoordination(params, context) },
         RequestEntry(ExecuteCommandRequest.self) { server, params, context throws(ResponseError) in try await server.executeCommand(params, context) },
