@@ -93,7 +93,9 @@ extension DocumentStore {
         }
         if let active, sameBase, active.bytes < active.limit {
             guard let change else { return }
-            active.bytes += JournalCodec.size(of: change)
+            let size = JournalCodec.size(of: change)
+            active.bytes += size
+            journalBytesNoted += size
             writer.submit(.change(handle: handle, change: change, version: version, unsaved: unsaved))
             return
         }
@@ -127,11 +129,36 @@ extension DocumentStore {
             handle: handle, name: name, header: header, base: document.syncedText, text: text, version: document.version,
             unsaved: document.hasUnsavedChanges))
         let active = ActiveJournal(name: name, base: document.syncedText, bytes: document.syncedText.utf8Count + (change == nil ? document.buffer.utf8Count : 0))
+        journalBytesNoted += active.bytes
         if let change {
             active.bytes += JournalCodec.size(of: change)
+            journalBytesNoted += JournalCodec.size(of: change)
             writer.submit(.change(handle: handle, change: change, version: document.version, unsaved: document.hasUnsavedChanges))
         }
         journals[handle] = active
+    }
+
+    /// A change whose journal record (or the journal it starts, with its base) takes more bytes
+    /// than this is answered only once it is written and flushed (protocol §8.22): the writer's
+    /// batching window (`flushDelay`) is sized for typing, and a 20 MB whole-text edit's 60 MB
+    /// took longer than it to reach the disk.
+    public static let largeChange = 1 << 20
+
+    /// The bytes handed to the journal since the last call, and the count starts again.
+    public func takeJournalBytes() -> Int {
+        defer { journalBytesNoted = 0 }
+        return journalBytesNoted
+    }
+
+    /// ``takeJournalBytes()`` for a caller on the store's thread.
+    public nonisolated func takeJournalBytesOnItsThread() -> Int {
+        assumeIsolated { store in store.takeJournalBytes() }
+    }
+
+    /// Waits until every journal record handed over so far is written and flushed (at once, not
+    /// after the delay); returns at once without a journal.
+    public func flushJournal() async {
+        await journal?.flush()
     }
 
     /// The document's file moved: its journal follows (a name for the new path, and a record).

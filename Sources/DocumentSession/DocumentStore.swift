@@ -54,6 +54,10 @@ public actor DocumentStore {
     let journal: JournalWriter?
     public let journalUnavailableReason: String?
     var journals: [String: ActiveJournal] = [:]
+    /// The bytes handed to the journal's writer since the last ``takeJournalBytes()`` (a change's
+    /// record, or a journal's start with its base): a change whose record is large is answered
+    /// only once it is on disk (``largeChange``).
+    var journalBytesNoted = 0
     var recoveries: [String: RecoveryOffer] = [:]
     var heldElsewhere: [String: Int] = [:]
     var journalFailures: Set<String> = []

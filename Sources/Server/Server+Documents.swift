@@ -94,14 +94,25 @@ extension Server {
         }
     }
 
-    /// `document/edit`: edits in order, all or nothing, against a version.
-    func editDocument(_ edit: EditDocumentRequest) async throws(ResponseError) -> EditDocumentResult {
-        if store.isOnItsThread { return try editNow(edit) }
+    /// `document/edit`: edits in order, all or nothing, against a version. A large change (its
+    /// journal record over ``DocumentStore/largeChange``) is answered once it is on disk.
+    func editDocument(_ edit: EditDocumentRequest, id: RequestID) async throws(ResponseError) -> EditDocumentResult {
+        // Applied at its turn by the immediate path, which left the answer for after the flush.
+        if let applied = editsAwaitingFlush.removeValue(forKey: id) {
+            await store.flushJournal()
+            return applied
+        }
+        if store.isOnItsThread {
+            let result = try editNow(edit)
+            if store.takeJournalBytesOnItsThread() > DocumentStore.largeChange { await store.flushJournal() }
+            return result
+        }
         do throws(DocumentError) {
             let encoding = positionEncoding
             let newVersion = try await attributed { () throws(DocumentError) in
                 try await store.edit(edit.handle, version: edit.version, edits: edit.edits, encoding: encoding, label: edit.label, merge: edit.merge)
             }
+            if await store.takeJournalBytes() > DocumentStore.largeChange { await store.flushJournal() }
             return EditDocumentResult(version: newVersion)
         } catch {
             throw Self.responseError(error, id: .null)

@@ -96,6 +96,9 @@ public actor Server: MessageHandler {
     var clientStates: [String: JSONValue] = [:]
     /// The LSP mode: the mirrored buffers and the requests sent to the client (Server+TextSync.swift).
     var editorSync = EditorSync()
+    /// Edits the immediate path applied whose journal records are large: answered by the ordinary
+    /// path (``editDocument(_:id:)``) once they are on disk.
+    var editsAwaitingFlush: [RequestID: EditDocumentResult] = [:]
     /// The mirrored documents' events, handled by the LSP mode instead of sent as `document/*`.
     let mirrorEvents: MirrorEventRoute
     /// The open package and managed documents (Server+Packages.swift); its executor is the server's.
@@ -252,7 +255,9 @@ public actor Server: MessageHandler {
             return .now(.text(try await server.createDocument(params)))
         },
         RequestEntry(ReadDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.readDocument(params)) },
-        RequestEntry(EditDocumentRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.editDocument(params)) },
+        RequestEntry(EditDocumentRequest.self) { server, params, context throws(ResponseError) in
+            .now(try await server.editDocument(params, id: context.id))
+        },
         RequestEntry(UndoRequest.self) { server, params, _ throws(ResponseError) in
             if server.isPackage(params.handle) { return .now(.package(try await server.packageStep(params.handle, version: params.version, undo: true))) }
             return .now(.text(try await server.undoOrRedo(params.handle, version: params.version, undo: true)))
@@ -449,8 +454,18 @@ public actor Server: MessageHandler {
     /// ``answerImmediately(_:context:)`` on the server's executor.
     private func answerEditNow(_ request: Request) -> Result<JSONValue, ResponseError>? {
         guard lifecycle == .running, trace == .off else { return nil }
+        // Already applied by an earlier offer of the same request (the reader offers it, then the
+        // dispatcher): it waits for its flush.
+        guard editsAwaitingFlush[request.id] == nil else { return nil }
         do throws(ResponseError) {
-            return .success(try editNow(EditDocumentRequest.decode(request)).json)
+            let result = try editNow(EditDocumentRequest.decode(request))
+            if store.takeJournalBytesOnItsThread() > DocumentStore.largeChange {
+                // Applied now, at its turn; answered by the ordinary path once the journal has it
+                // on disk (editDocument), without holding the loop meanwhile.
+                editsAwaitingFlush[request.id] = result
+                return nil
+            }
+            return .success(result.json)
         } catch {
             return .failure(error)
         }
