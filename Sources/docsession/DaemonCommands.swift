@@ -32,13 +32,6 @@ struct RuntimeDirectoryOptions: ParsableArguments {
     /// and `coordinate` take; nil with a warning when the directory cannot be used (saves then
     /// take only their directory's lock, and a coordinated command does not reach this server).
     func fileLocks(logger: Logger) -> FileLocks? {
-        let directory = directory
-        do throws(FileSystemError) {
-            try directory.prepare()
-        } catch {
-            logger.warning("saves do not take their file's lock across processes: \(error.message)")
-            return nil
-        }
         switch FileLocks.open(runtimeDirectory: directory.path) {
         case .success(let locks): return locks
         case .failure(let error):
@@ -606,9 +599,8 @@ struct Coordinate: ParsableCommand {
     /// the lease (a read lease's saves take the same lock), and waited for while a save holds it.
     private func runLocked() -> Int32 {
         var held: FileLocks.Held? = nil
-        // Made when missing (a server started meanwhile finds the lock taken); a refused directory
-        // was reported before.
-        try? runtime.directory.prepare()
+        // Made when missing (a server started meanwhile finds the lock taken), and checked first:
+        // a refused directory was reported before, and nothing is made in it.
         switch FileLocks.open(runtimeDirectory: runtime.directory.path) {
         case .success(let locks):
             let absolute = CurrentDirectory.absolute(file)
@@ -677,8 +669,12 @@ enum CoordinatorEndpoint {
     /// cannot be made. The socket is removed at exit by `remove()`, and a dead server's is removed
     /// by the next `coordinate` that finds nobody listening on it.
     static func start(runtime: RuntimeDirectory, server: Server, logger: Logger) {
-        let directory = runtime.path + "/servers"
-        if let error = FileLocks.makePrivateDirectory(directory) {
+        // The runtime directory is checked first, as `connect` checks it: one another user made, or
+        // that others can write, is refused and nothing is made in it.
+        let directory: String
+        do throws(FileSystemError) {
+            directory = try runtime.privateSubdirectory("servers")
+        } catch {
             logger.warning("coordinated commands do not reach this server: \(error.message)")
             return
         }
