@@ -39,7 +39,7 @@ extension Server {
         storage = storageRoots
         // A daemon's store is shared: its roots are the daemon's (each connection's own narrowing
         // still applies to the paths it names), and its settings are the first client's.
-        let ownsSettings = coordinatorOnly ? false : membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen) } ?? true
+        let ownsSettings = coordinatorOnly ? false : membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen, roots: roots) } ?? true
         // A server's own store takes its client's settings (a coordinator's connection touches none).
         let ownStore = membership == nil && !coordinatorOnly
         if ownStore {
