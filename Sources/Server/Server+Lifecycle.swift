@@ -51,6 +51,7 @@ extension Server {
         if ownsSettings {
             await store.setAutosave(params.autosave)
             if let delay = params.flushDelay { await store.setJournalFlushDelay(.milliseconds(delay)) }
+            if let bytes = params.maxFileSize { FileSizeLimit.set(Int(bytes)) }
             if params.persistUndo { await startPersistingUndo() }
         }
         if ownStore { await store.setPositionEncoding(chosen) }

@@ -56,6 +56,9 @@ struct DaemonServerOptions: ParsableArguments {
     @Option(name: .long, help: "Largest message accepted, in bytes; K, M and G suffixes allowed (default: 64M).")
     var maxMessageSize: ByteCount?
 
+    @Option(name: .long, help: "Largest file read whole, in bytes; K, M and G suffixes allowed (default: derived from memory, as for serve).")
+    var maxFileSize: ByteCount?
+
     @Option(name: .customLong("root"), help: ArgumentHelp(
         "A directory every path of every request must stay beneath (repeatable), as for serve.", valueName: "dir"))
     var roots: [String] = []
@@ -76,6 +79,7 @@ struct DaemonServerOptions: ParsableArguments {
         if let logLevel { arguments += ["--log-level", logLevel.level.rawValue] }
         if let logFile { arguments += ["--log-file", CurrentDirectory.absolute(logFile)] }
         if let maxMessageSize { arguments += ["--max-message-size", String(maxMessageSize.bytes)] }
+        if let maxFileSize { arguments += ["--max-file-size", String(maxFileSize.bytes)] }
         for root in roots { arguments += ["--root", CurrentDirectory.absolute(root)] }
         if noWatch { arguments.append("--no-watch") }
         if noJournal { arguments.append("--no-journal") }
@@ -85,6 +89,7 @@ struct DaemonServerOptions: ParsableArguments {
     /// The configuration every connection's server gets; a root that cannot be used is a usage error.
     func configuration() throws -> Server.Configuration {
         let sandbox = try SandboxArgument.roots(roots)
+        if let maxFileSize { FileSizeLimit.set(maxFileSize.bytes) }
         return Server.Configuration(
             maxMessageSize: maxMessageSize?.bytes ?? 64 << 20,
             stateDirectory: stateDir.map(CurrentDirectory.absolute) ?? StateDirectory.default,
