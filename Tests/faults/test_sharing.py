@@ -680,10 +680,11 @@ def test_the_lsp_mode_is_refused_by_the_daemon(sandbox, daemon) -> None:
         rpc.kill()
 
 
-@pytest.mark.parametrize("how", ["saveAs", "move"])
+@pytest.mark.parametrize("how", ["saveAs", "move", "external"])
 def test_a_document_moved_outside_a_holders_roots_leaves_that_holder(sandbox, daemon, how) -> None:
     """Issue 34.9: alpha's roots are `inside`; beta (no roots of its own) takes the document they
-    share to `outside`, by a save as or a move. Alpha's hold ends there: it hears
+    share to `outside`, by a save as or a move, or another program moves it there and the watcher
+    follows. Alpha's hold ends there: it hears
     `document/stateChanged` with reason `outsideRoots` (its last uri, state `closed`), and nothing
     about the document after that; its requests naming the handle are -32011, saying why. Before
     the fix alpha went on holding it, heard of the new uri, and read what another program wrote
@@ -701,8 +702,15 @@ def test_a_document_moved_outside_a_holders_roots_leaves_that_holder(sandbox, da
     target = outside / "moved.txt"
     if how == "saveAs":
         assert beta.save(handle, to=uri(target)).ok
-    else:
+    elif how == "move":
         assert beta.request("document/move", {"document": handle, "to": uri(target)}).ok
+    else:
+        # Another program moves the file; the watcher follows it (beta watches `outside` through a
+        # document of its own there).
+        (outside / "other.txt").write_text("other\n")
+        beta.call("document/open", {"uri": uri(outside / "other.txt")})
+        os.rename(source, target)
+        wait_until(lambda: beta.call("document/state", {"document": handle})["uri"] == uri(target), what="the move followed")
     # Another program writes the file outside alpha's roots; beta (which holds it) reloads it.
     target.write_text("outside content\n")
     wait_until(lambda: beta.read(handle) == "outside content\n", what="beta's reload of the outside file")
