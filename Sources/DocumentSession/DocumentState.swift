@@ -17,11 +17,15 @@ public struct DocumentState: OptionSet, Sendable, Hashable {
     /// it is `inConflict` too; inside, it is kept apart from the file's own conflict, which
     /// stops autosave and saves (the file is the document's to write while copies wait).
     public static let syncConflict = DocumentState(rawValue: 1 << 5)
+    /// The file grew past the server's file-size limit (``FileSizeLimit``, issue 34.8): the
+    /// watcher's reload refused to read it, and the document keeps its text, in conflict. Set and
+    /// cleared with `inConflict` by that reload.
+    public static let tooLarge = DocumentState(rawValue: 1 << 6)
 
     /// The flags by their wire names, in a fixed order.
     public static let names: [(DocumentState, String)] = [
         (.closed, "closed"), (.inConflict, "inConflict"), (.savingError, "savingError"),
-        (.editingDisabled, "editingDisabled"), (.progressAvailable, "progressAvailable"),
+        (.editingDisabled, "editingDisabled"), (.progressAvailable, "progressAvailable"), (.tooLarge, "tooLarge"),
     ]
 
     /// The names of the flags set, in a fixed order (`syncConflict` is `inConflict`).

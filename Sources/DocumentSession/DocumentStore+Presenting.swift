@@ -475,7 +475,7 @@ extension DocumentStore {
         document.lineEnding = file.lineEnding
         document.syncedText = text
         document.deletedOnDisk = false
-        document.state.remove(.inConflict)
+        document.state.remove([.inConflict, .tooLarge])
     }
 
     /// The file changed while the document has unsaved edits (or could not take it): the disk's
@@ -483,7 +483,11 @@ extension DocumentStore {
     private func recordConflict(_ handle: String, _ disk: DiskVersion, error: DocumentError) {
         presenter.conflicts[handle] = disk
         presenter.pendingReloads[handle] = nil
-        change(handle, reason: .externalChange, error: error, always: true) { $0.state.insert(.inConflict) }
+        let tooLarge = if case .load(.fileSystem(let failure)) = error { failure.isTooLarge } else { false }
+        change(handle, reason: .externalChange, error: error, always: true) { document in
+            document.state.insert(.inConflict)
+            if tooLarge { document.state.insert(.tooLarge) } else { document.state.remove(.tooLarge) }
+        }
         if let text = disk.text, let path = documents[handle]?.path { keepVersion(of: path, kind: .conflict, text: text) }
     }
 
@@ -492,7 +496,7 @@ extension DocumentStore {
         change(handle, reason: .deletedOnDisk, error: .deletedOnDisk(path: documents[handle]!.path), always: true) { document in
             document.deletedOnDisk = true
             document.history.forgetCleanPoint()
-            document.state.remove(.inConflict)
+            document.state.remove([.inConflict, .tooLarge])
         }
         presenter.conflicts[handle] = nil
     }
@@ -616,7 +620,7 @@ extension DocumentStore {
                 document.identity = disk.identity
                 document.deletedOnDisk = false
             }
-            document.state.remove(.inConflict)
+            document.state.remove([.inConflict, .tooLarge])
             if clean { document.history.markClean() } else { document.history.forgetCleanPoint() }
         }
         presenter.conflicts[handle] = nil

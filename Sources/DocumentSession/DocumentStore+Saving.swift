@@ -198,7 +198,7 @@ extension DocumentStore {
             change(handle, reason: .saved, autosave: autosave, always: newPath != nil) { document in
                 document.identity = saved.identity
                 document.history.markClean(at: text.mark)
-                document.state.subtract(released.union([.progressAvailable, .savingError, .inConflict]))
+                document.state.subtract(released.union([.progressAvailable, .savingError, .inConflict, .tooLarge]))
                 document.syncedText = snapshot
                 document.deletedOnDisk = false
                 if let newPath {
@@ -353,7 +353,7 @@ extension DocumentStore {
                 document.identity = file.identity
                 document.syncedText = buffer
                 document.deletedOnDisk = false
-                document.state.subtract(released.union([.savingError, .inConflict]))
+                document.state.subtract(released.union([.savingError, .inConflict, .tooLarge]))
             }
             presenter.conflicts[handle] = nil
             refreshLocator(handle)

@@ -63,8 +63,9 @@ public enum EntryReading {
         guard (status.st_mode & S_IFMT) == S_IFREG else {
             throw FileSystemError(errno: EINVAL, syscall: "fstat", path: fullPath, reason: "not a regular file")
         }
-        guard Int(status.st_size) <= limit else {
-            throw FileSystemError(errno: EFBIG, syscall: "fstat", path: fullPath, reason: "\(status.st_size) bytes, more than the \(limit) a read answers")
+        // The entry's own limit, or the server's file-size limit when lower (issue 34.8).
+        if let refusal = FileSizeLimit.refusal(size: Int(status.st_size), path: fullPath, limit: min(limit, FileSizeLimit.bytes)) {
+            throw refusal
         }
         do throws(SystemCallError) {
             let bytes = try readToEnd(from: file.unowned, path: fullPath)

@@ -22,12 +22,15 @@ public struct FileLocks: Sendable {
     /// The directory of lock files (`<runtime directory>/locks`), made 0700 when missing.
     public let directory: String
 
-    /// Locks under `directory` (made 0700 if missing; its parent must exist). nil, with why, when
-    /// it cannot be made or is not a directory of this user's that only they may enter.
+    /// Locks under `runtimeDirectory/locks` (both made 0700 if missing; the runtime directory's
+    /// parent must exist). The failure, with why, when either cannot be made or is not a directory
+    /// of this user's that only they may enter (``RuntimeDirectory/privateSubdirectory(_:)``).
     public static func open(runtimeDirectory: String) -> Result<FileLocks, FileSystemError> {
-        let path = runtimeDirectory + "/locks"
-        if let error = makePrivateDirectory(path) { return .failure(error) }
-        return .success(FileLocks(directory: path))
+        do throws(FileSystemError) {
+            return .success(FileLocks(directory: try RuntimeDirectory(path: runtimeDirectory).privateSubdirectory("locks")))
+        } catch {
+            return .failure(error)
+        }
     }
 
     /// Makes `path` with mode 0700 when missing (its parent must exist) and checks that it is a

@@ -21,6 +21,12 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
     public var recoverable: Bool
     /// What the user can do: `retry`, `saveAs`, `checkPermissions`, `freeSpace`, ...
     public var suggestions: [String]
+    /// For a file refused for its size (EFBIG, ``FileSizeLimit``): its size and the limit, in bytes.
+    public var size: Int64? = nil
+    public var limit: Int64? = nil
+
+    /// Whether this is the refusal of a file over ``FileSizeLimit``.
+    public var isTooLarge: Bool { errno == EFBIG && size != nil && limit != nil }
 
     /// The error for `errno` from `syscall` on `path`.
     public init(errno number: Int32, syscall: String, path: String, reason extra: String? = nil) {

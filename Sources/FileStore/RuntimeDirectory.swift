@@ -46,6 +46,19 @@ public struct RuntimeDirectory: Sendable, Equatable {
         try check()
     }
 
+    /// A directory of its own under this one (`locks`, `servers`): the runtime directory is made
+    /// when missing and checked (``prepare()``) before anything is made in it, then `name` is made
+    /// 0700 when missing and checked the same way. Every use of the runtime directory goes through
+    /// here or ``prepare()``: one made by another user (`/tmp/docsession-<uid>` squatted, mode 0777)
+    /// or that others can write is refused, and nothing is made in it. Answers the subdirectory's
+    /// path.
+    public func privateSubdirectory(_ name: String) throws(FileSystemError) -> String {
+        try prepare()
+        let subdirectory = path + "/" + name
+        if let error = FileLocks.makePrivateDirectory(subdirectory) { throw error }
+        return subdirectory
+    }
+
     /// Checks the directory when it exists: answers false when it does not (`ENOENT`), true when it
     /// passes, and throws what is wrong otherwise.
     public func checkIfPresent() throws(FileSystemError) -> Bool {

@@ -422,6 +422,20 @@ public final class SandboxRoots: Sendable {
         return roots.contains { root in Self.hasPrefix(real, Self.components(Self.descriptorPath(root.descriptor) ?? root.realPath)) }
     }
 
+    /// Whether the canonical absolute `path` (one the server recorded after resolving it: a
+    /// document's or a journal's file) lies beneath a root, by its spelling alone, without looking
+    /// at the file system: it begins with a root's canonical path (then or now) or the spelling it
+    /// was given as. A path with `..` is not beneath any.
+    public func encloses(_ path: String) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        let parts = Self.components(path)
+        guard !parts.contains("..") else { return false }
+        return roots.contains { root in
+            root.spellings.contains { Self.hasPrefix(parts, $0) }
+                || Self.hasPrefix(parts, Self.components(Self.descriptorPath(root.descriptor) ?? root.realPath))
+        }
+    }
+
     /// Refuses a result that is not inside the roots after all, or not a directory when the path
     /// ended with a slash.
     private func check(_ resolved: ResolvedPath, path: String, trailingSlash: Bool) throws(SandboxError) {

@@ -81,6 +81,8 @@ public enum TextFileLoader {
         guard fstat(fd, &status) == 0 else { throw .fileSystem(FileSystemError(errno: errno, syscall: "fstat", path: path)) }
         let kind = status.st_mode & S_IFMT
         guard kind == S_IFREG else { throw .notRegularFile(path: path, kind: kind == S_IFDIR ? "directory" : "special file") }
+        // Too large to hold: refused before a byte is read (issue 34.8).
+        if let refusal = FileSizeLimit.refusal(size: Int(status.st_size), path: path) { throw .fileSystem(refusal) }
         // O_NONBLOCK only kept open() from hanging on a FIFO; regular files read as usual.
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         return file

@@ -434,7 +434,7 @@ public final class VersionStore: Sendable {
             if error.errno == .noSuchFileOrDirectory { throw notFound }  // removed since it was found
             throw FileSystemError(error, path: directory + "/" + slot + "/" + id)
         }
-        return try Self.readAll(file.rawValue, path: directory + "/" + slot + "/" + id)
+        return try Self.readAll(file.rawValue, path: directory + "/" + slot + "/" + id, limit: FileSizeLimit.bytes)
     }
 
     // MARK: - Removing and moving
@@ -983,7 +983,7 @@ public final class VersionStore: Sendable {
     static func readAll(_ fd: Int32, path: String, limit: Int = .max) throws(FileSystemError) -> [UInt8] {
         var status = stat()
         guard fstat(fd, &status) == 0 else { throw FileSystemError(errno: errno, syscall: "fstat", path: path) }
-        guard Int(status.st_size) <= limit else { throw FileSystemError(errno: EFBIG, syscall: "fstat", path: path) }
+        if let refusal = FileSizeLimit.refusal(size: Int(status.st_size), path: path, limit: limit) { throw refusal }
         // One byte more than the size: reading it (or EOF) says whether the file grew meanwhile.
         var bytes = [UInt8](repeating: 0, count: min(Int(status.st_size), limit) + 1)
         var done = 0

@@ -71,11 +71,14 @@ extension ErrorCode {
 extension FileSystemError {
     /// The error detail of protocol.md: code, errno, syscall, path, message, recoverable, suggestions.
     var json: JSONValue {
-        [
+        var detail: JSONObject = [
             "code": .string(code), "errno": .integer(Int64(errno)), "syscall": .string(syscall),
             "path": .string(path), "message": .string(message), "recoverable": .bool(recoverable),
             "suggestions": .array(suggestions.map { .string($0) }),
         ]
+        if let size { detail["size"] = .integer(size) }
+        if let limit { detail["limit"] = .integer(limit) }
+        return .object(detail)
     }
 }
 

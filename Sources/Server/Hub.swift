@@ -40,6 +40,10 @@ public final class Hub: Sendable {
         var encoding: PositionEncoding = .utf16
         var name: String = ""
         var held: Set<String> = []
+        /// The connection's roots (set by its `initialize`; nil: none), and the handles whose hold
+        /// ended when their file went outside them (Hub+Roots.swift).
+        var roots: SandboxRoots? = nil
+        var leftOutsideRoots: Set<String> = []
     }
 
     struct Shared {
@@ -131,6 +135,7 @@ public final class Hub: Sendable {
     func hold(_ id: Int, handle: String, path: String, version: Int64, text: TextBuffer) {
         registry.withLock { registry in
             registry.members[id]?.held.insert(handle)
+            registry.members[id]?.leftOutsideRoots.remove(handle)
             if registry.documents[handle] == nil {
                 registry.documents[handle] = Shared(holders: [id], version: version, text: text, path: path)
             } else if !(registry.documents[handle]!.holders.contains(id)) {
@@ -141,6 +146,12 @@ public final class Hub: Sendable {
 
     func holds(_ id: Int, _ handle: String) -> Bool {
         registry.withLock { $0.members[id]?.held.contains(handle) ?? false }
+    }
+
+    /// Whether `id`'s hold of `handle` ended because the document went outside its roots
+    /// (Hub+Roots.swift).
+    func leftOutsideRoots(_ id: Int, _ handle: String) -> Bool {
+        registry.withLock { $0.members[id]?.leftOutsideRoots.contains(handle) ?? false }
     }
 
     /// The other connections holding `handle` besides `id`.
@@ -167,10 +178,11 @@ public final class Hub: Sendable {
 
     /// Records `id`'s client name and position encoding; answers whether its `initialize` sets
     /// the store's settings (it is the first connection to initialize while none other owns them).
-    func initialized(_ id: Int, name: String, encoding: PositionEncoding) -> Bool {
+    func initialized(_ id: Int, name: String, encoding: PositionEncoding, roots: SandboxRoots?) -> Bool {
         registry.withLock { registry in
             registry.members[id]?.name = name
             registry.members[id]?.encoding = encoding
+            registry.members[id]?.roots = roots
             if registry.settingsOwner == nil {
                 registry.settingsOwner = id
                 return true
@@ -204,7 +216,11 @@ public final class Hub: Sendable {
             params = Server.didChangeVersionsParams(event, added: added, removed: removed, resolved: resolved)
         }
         let closed = event.reason == .closed
+        var dropped: (writers: [(MessageWriter, JSONValue)], orphaned: Bool) = ([], false)
         let writers = registry.withLock { registry -> [MessageWriter] in
+            dropped = Self.dropHoldersOutsideRoots(
+                event.handle, path: event.path, previousState: event.kind == .stateChanged ? event.previousState : event.state,
+                knownPath: { if case .moved(let oldPath) = event.kind { oldPath } else { nil } }(), in: &registry)
             guard let shared = registry.documents[event.handle] else { return [] }
             let writers = shared.holders.compactMap { registry.members[$0]?.writer }
             if closed {
@@ -214,6 +230,7 @@ public final class Hub: Sendable {
             return writers
         }
         for writer in writers { writer.send(Notification(method: method, params: params)) }
+        finishDropping(event.handle, dropped)
     }
 
     /// A change of a held document's version: every holder but its origin gets the edits from
@@ -221,7 +238,10 @@ public final class Hub: Sendable {
     /// edits, the new version).
     func observe(_ change: TextChange) {
         let origin = Hub.origin
+        var dropped: (writers: [(MessageWriter, JSONValue)], orphaned: Bool) = ([], false)
+        defer { finishDropping(change.handle, dropped) }
         let work = registry.withLock { registry -> (before: TextBuffer, receivers: [(MessageWriter, PositionEncoding)], originName: String?)? in
+            dropped = Self.dropHoldersOutsideRoots(change.handle, path: change.path, previousState: [], knownPath: nil, in: &registry)
             guard var shared = registry.documents[change.handle] else { return nil }
             let before = shared.text
             shared.text = change.text

@@ -91,7 +91,7 @@ extension Server {
                     if let membership = server.membership, case .object(let members)? = request.params,
                         case .string(let handle)? = members["document"], !membership.hub.holds(membership.id, handle)
                     {
-                        throw Server.notHeld(handle)
+                        throw Server.notHeld(handle, membership: membership)
                     }
                     if !(params is any PackageAwareRequest), case .object(let members)? = request.params,
                         case .string(let handle)? = members["document"], PackageStore.isPackageHandle(handle)

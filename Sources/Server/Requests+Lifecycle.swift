@@ -29,6 +29,9 @@ struct InitializeRequest: RequestType {
     /// `initializationOptions.flushDelay`: the longest a journaled change waits to be flushed, in
     /// milliseconds (nil: the server's 200).
     var flushDelay: Int64?
+    /// `initializationOptions.maxFileSize`: the largest file read whole, in bytes (nil: the
+    /// server's, `--max-file-size` or derived from memory; issue 34.8).
+    var maxFileSize: Int64?
     /// `initializationOptions.hotExit`: whether `shutdown` keeps the journals of documents with
     /// unsaved changes (default true).
     var hotExit: Bool
@@ -65,10 +68,12 @@ struct InitializeRequest: RequestType {
         roots = nil
         storage = nil
         flushDelay = nil
+        maxFileSize = nil
         hotExit = true
         persistUndo = false
         if let options = try params.optionalObject("initializationOptions") {
             flushDelay = try options.optionalInteger("flushDelay", in: 0...60_000)
+            maxFileSize = try options.optionalInteger("maxFileSize", in: 1...Int64.max)
             hotExit = try options.optionalBool("hotExit") ?? true
             persistUndo = try options.optionalBool("persistUndo") ?? false
             if let settings = try options.optionalObject("autosave") {

@@ -125,7 +125,7 @@ extension Server {
         let result: Result<Int64, DocumentError>
         if let membership {
             // The edit's own way (predecoded, answered at once) passes no request entry.
-            guard membership.hub.holds(membership.id, edit.handle) else { throw Self.notHeld(edit.handle) }
+            guard membership.hub.holds(membership.id, edit.handle) else { throw Self.notHeld(edit.handle, membership: membership) }
             let encoding = positionEncoding
             result = Hub.$origin.withValue(membership.id) {
                 store.editOnItsThread(edit.handle, version: edit.version, edits: edit.edits, encoding: encoding, label: edit.label, merge: edit.merge)

@@ -42,9 +42,11 @@ extension Server {
     }
 
     /// `workspace/recoverable`: every journal waiting to be recovered, text documents' and
-    /// packages', newest first.
+    /// packages', newest first; with roots, only those of files beneath them (issue 34.9: the
+    /// state directory holds the journals of every server of the user, wherever their files are).
     func recoverable(_ params: RecoverableRequest) async -> RecoverableResult {
-        let journals = await store.recoverable() + (await packages.recoverable())
+        var journals = await store.recoverable() + (await packages.recoverable())
+        if let roots { journals.removeAll { !roots.encloses($0.path) } }
         return RecoverableResult(journals: journals.sorted { ($0.date, $0.path) > ($1.date, $1.path) })
     }
 }

@@ -39,7 +39,7 @@ extension Server {
         storage = storageRoots
         // A daemon's store is shared: its roots are the daemon's (each connection's own narrowing
         // still applies to the paths it names), and its settings are the first client's.
-        let ownsSettings = coordinatorOnly ? false : membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen) } ?? true
+        let ownsSettings = coordinatorOnly ? false : membership.map { $0.hub.initialized($0.id, name: params.clientName ?? "", encoding: chosen, roots: roots) } ?? true
         // A server's own store takes its client's settings (a coordinator's connection touches none).
         let ownStore = membership == nil && !coordinatorOnly
         if ownStore {
@@ -51,6 +51,7 @@ extension Server {
         if ownsSettings {
             await store.setAutosave(params.autosave)
             if let delay = params.flushDelay { await store.setJournalFlushDelay(.milliseconds(delay)) }
+            if let bytes = params.maxFileSize { FileSizeLimit.set(Int(bytes)) }
             if params.persistUndo { await startPersistingUndo() }
         }
         if ownStore { await store.setPositionEncoding(chosen) }

@@ -32,13 +32,6 @@ struct RuntimeDirectoryOptions: ParsableArguments {
     /// and `coordinate` take; nil with a warning when the directory cannot be used (saves then
     /// take only their directory's lock, and a coordinated command does not reach this server).
     func fileLocks(logger: Logger) -> FileLocks? {
-        let directory = directory
-        do throws(FileSystemError) {
-            try directory.prepare()
-        } catch {
-            logger.warning("saves do not take their file's lock across processes: \(error.message)")
-            return nil
-        }
         switch FileLocks.open(runtimeDirectory: directory.path) {
         case .success(let locks): return locks
         case .failure(let error):
@@ -63,6 +56,9 @@ struct DaemonServerOptions: ParsableArguments {
     @Option(name: .long, help: "Largest message accepted, in bytes; K, M and G suffixes allowed (default: 64M).")
     var maxMessageSize: ByteCount?
 
+    @Option(name: .long, help: "Largest file read whole, in bytes; K, M and G suffixes allowed (default: derived from memory, as for serve).")
+    var maxFileSize: ByteCount?
+
     @Option(name: .customLong("root"), help: ArgumentHelp(
         "A directory every path of every request must stay beneath (repeatable), as for serve.", valueName: "dir"))
     var roots: [String] = []
@@ -83,6 +79,7 @@ struct DaemonServerOptions: ParsableArguments {
         if let logLevel { arguments += ["--log-level", logLevel.level.rawValue] }
         if let logFile { arguments += ["--log-file", CurrentDirectory.absolute(logFile)] }
         if let maxMessageSize { arguments += ["--max-message-size", String(maxMessageSize.bytes)] }
+        if let maxFileSize { arguments += ["--max-file-size", String(maxFileSize.bytes)] }
         for root in roots { arguments += ["--root", CurrentDirectory.absolute(root)] }
         if noWatch { arguments.append("--no-watch") }
         if noJournal { arguments.append("--no-journal") }
@@ -92,6 +89,7 @@ struct DaemonServerOptions: ParsableArguments {
     /// The configuration every connection's server gets; a root that cannot be used is a usage error.
     func configuration() throws -> Server.Configuration {
         let sandbox = try SandboxArgument.roots(roots)
+        if let maxFileSize { FileSizeLimit.set(maxFileSize.bytes) }
         return Server.Configuration(
             maxMessageSize: maxMessageSize?.bytes ?? 64 << 20,
             stateDirectory: stateDir.map(CurrentDirectory.absolute) ?? StateDirectory.default,
@@ -606,9 +604,8 @@ struct Coordinate: ParsableCommand {
     /// the lease (a read lease's saves take the same lock), and waited for while a save holds it.
     private func runLocked() -> Int32 {
         var held: FileLocks.Held? = nil
-        // Made when missing (a server started meanwhile finds the lock taken); a refused directory
-        // was reported before.
-        try? runtime.directory.prepare()
+        // Made when missing (a server started meanwhile finds the lock taken), and checked first:
+        // a refused directory was reported before, and nothing is made in it.
         switch FileLocks.open(runtimeDirectory: runtime.directory.path) {
         case .success(let locks):
             let absolute = CurrentDirectory.absolute(file)
@@ -677,8 +674,12 @@ enum CoordinatorEndpoint {
     /// cannot be made. The socket is removed at exit by `remove()`, and a dead server's is removed
     /// by the next `coordinate` that finds nobody listening on it.
     static func start(runtime: RuntimeDirectory, server: Server, logger: Logger) {
-        let directory = runtime.path + "/servers"
-        if let error = FileLocks.makePrivateDirectory(directory) {
+        // The runtime directory is checked first, as `connect` checks it: one another user made, or
+        // that others can write, is refused and nothing is made in it.
+        let directory: String
+        do throws(FileSystemError) {
+            directory = try runtime.privateSubdirectory("servers")
+        } catch {
             logger.warning("coordinated commands do not reach this server: \(error.message)")
             return
         }

@@ -45,6 +45,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .long, help: "Largest message accepted, in bytes; K, M and G suffixes allowed.")
     var maxMessageSize: ByteCount = ByteCount(bytes: 64 << 20)
 
+    @Option(name: .long, help: "Largest file read whole (a document's, a version's, a package entry's), in bytes; K, M and G suffixes allowed (default: a quarter of the memory available at start, or of the address-space limit when lower; initializationOptions.maxFileSize overrides it).")
+    var maxFileSize: ByteCount?
+
     @Option(name: .long, help: "Where to keep earlier versions of documents (default: $XDG_STATE_HOME/docsession, else ~/.local/state/docsession).")
     var stateDir: String?
 
@@ -101,6 +104,7 @@ struct Serve: AsyncParsableCommand {
         }
 
         let logger = try LogSetup.bootstrap(level: logLevel.level, file: logFile)
+        if let maxFileSize { FileSizeLimit.set(maxFileSize.bytes) }
         // Not a usage error: the file cannot be opened (printed as "Error: ...", exit status 1).
         let recorder = try record.map { path in try Recorder(path: path) }
         // A root that cannot be used is a usage error, before serving.

@@ -125,6 +125,21 @@ struct SandboxRootsTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: tree.outside + "/a").allSatisfy { !$0.hasPrefix(".docsession") })
     }
 
+    @Test("encloses answers by the recorded path's spelling: beneath a root (real or given spelling) or not, never through ‘..’")
+    func enclosesRecordedPaths() throws {
+        let tree = SandboxTree()
+        let roots = try tree.roots(.openat2, [tree.root, tree.base + "/linkParent/root2"])
+        #expect(roots.encloses(tree.root))
+        #expect(roots.encloses(tree.root + "/a/file.txt"))
+        #expect(roots.encloses(tree.root + "/gone/deleted.txt"))  // no file system access: a deleted file's path
+        #expect(roots.encloses(tree.base + "/realParent/root2/f.txt"))
+        #expect(roots.encloses(tree.base + "/linkParent/root2/f.txt"))
+        #expect(!roots.encloses(tree.outside + "/secret.txt"))
+        #expect(!roots.encloses(tree.root + "/../outside/secret.txt"))
+        #expect(!roots.encloses(tree.root + "x/file.txt"))  // a sibling whose name starts like the root's
+        #expect(!roots.encloses("relative/path"))
+    }
+
     @Test("openat2 is available here and the C wrapper refuses an escape with EXDEV", .enabled(if: SandboxRoots.openat2Available))
     func openat2Wrapper() {
         let tree = SandboxTree()

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 // The shared test support (makeTemporaryDirectory, SeededGenerator, waitUntil), for every file of this target.
 @_exported import TestSupport
@@ -34,6 +35,33 @@ private let pieceSizes = [1, 2, 3, 4, 5, 7, 64, 1 << 20]
 
 @Suite("Loading text files")
 struct TextFileLoaderTests {
+    @Test("a file over the size limit is refused after fstat, naming its size and the limit, before a byte is read")
+    func overTheSizeLimit() throws {
+        let directory = freshDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/sparse.txt"
+        let size = FileSizeLimit.bytes + 1
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        #expect(fd >= 0 && ftruncate(fd, off_t(size)) == 0)
+        close(fd)
+        var consumed = 0
+        let error = #expect(throws: LoadError.self) {
+            try TextFileLoader.load(path: path) { consumed += $0.count }
+        }
+        guard case .fileSystem(let failure)? = error else {
+            Issue.record("not a file system error: \(String(describing: error))")
+            return
+        }
+        #expect(failure.isTooLarge && failure.code == "EFBIG" && failure.syscall == "fstat" && failure.path == path)
+        #expect(failure.size == Int64(size) && failure.limit == Int64(FileSizeLimit.bytes))
+        #expect(failure.message.contains("the file is \(size) bytes") && failure.message.contains("limit of \(FileSizeLimit.bytes) bytes"))
+        #expect(consumed == 0)
+        // At the limit it fits.
+        #expect(FileSizeLimit.refusal(size: 10, path: path, limit: 10) == nil)
+        #expect(FileSizeLimit.refusal(size: 11, path: path, limit: 10)?.limit == 10)
+        #expect(FileSizeLimit.defaultBytes >= 16 << 20)
+    }
+
     @Test("UTF-8 without a BOM loads as is, for every piece size")
     func plainUTF8() throws {
         let text = Array("héllo\nwörld 😀\r\nend".utf8)

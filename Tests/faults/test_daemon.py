@@ -256,6 +256,46 @@ def test_an_unsafe_runtime_directory_is_refused(runtime: Runtime, fault: str) ->
     assert status.st_uid == (NOBODY if fault == "owner" else os.geteuid())
 
 
+@pytest.mark.parametrize("fault", ["squatted", "others-writable"])
+def test_serve_refuses_an_unsafe_runtime_directory_as_connect_does(runtime: Runtime, fault: str) -> None:
+    """Issue 34.10: a runtime directory another user made (the `/tmp/docsession-<uid>` squat:
+    theirs, mode 0777), or one of this user's that others can write, is refused by `serve` as by
+    `connect`: nothing is made in it (no servers/, no locks/), and the server says so and serves.
+    Before the fix, `serve` refused it for its locks but made servers/<pid>.sock in it."""
+    directory = runtime.directory()
+    directory.mkdir()
+    os.chmod(directory, 0o777)
+    if fault == "squatted":
+        os.chown(directory, NOBODY, NOBODY)
+        expected = f"the runtime directory {directory} is owned by uid {NOBODY}, not {os.geteuid()}"
+    else:
+        expected = f"the runtime directory {directory} has mode 0777: group or others can enter it; it must be 0700"
+    refused = runtime.run("connect", "--runtime-dir", str(directory), "--state-dir", str(runtime.state))
+    assert refused.returncode == 1 and refused.stderr.decode().strip() == f"docsession connect: {expected}"
+    server = RpcClient(BIN, args=("serve", "--runtime-dir", str(directory), "--state-dir", str(runtime.state), "--no-journal"),
+                       timeout=DEADLINE)
+    runtime.clients.append(server)
+    result = server.initialize({"processId": os.getpid()})
+    assert "capabilities" in result, result
+    # serve makes servers/<pid>.sock before it reads its first message: by now it would be there.
+    assert os.listdir(directory) == [], os.listdir(directory)
+    wait_until(lambda: server.stderr.count(expected) >= 2, timeout=DEADLINE, what="the refusals on stderr")
+    for consequence in ("saves do not take their file's lock across processes",
+                        "coordinated commands do not reach this server"):
+        assert f"{consequence}: {expected}" in server.stderr, server.stderr
+    # It serves: a file is opened, edited and saved without the directory.
+    target = runtime.tmp_path / "file.txt"
+    target.write_text("one\n")
+    opened = server.call("document/open", {"uri": "file://" + urllib.parse.quote(str(target))})
+    server.call("document/edit", {"document": opened["document"], "version": opened["version"], "edits": [{"text": "two\n"}]})
+    server.call("document/save", {"document": opened["document"]})
+    assert target.read_text() == "two\n"
+    assert server.shutdown_and_exit() == 0
+    assert os.listdir(directory) == []
+    status = os.lstat(directory)
+    assert stat.S_IMODE(status.st_mode) == 0o777 and status.st_uid == (NOBODY if fault == "squatted" else os.geteuid())
+
+
 def test_a_symbolic_link_runtime_directory_is_refused(runtime: Runtime) -> None:
     real = runtime.tmp_path / "real"
     real.mkdir(mode=0o700)

@@ -1401,3 +1401,44 @@ def test_a_journal_grown_past_its_bound_starts_again_and_recovers(sandbox):
     for _ in range(offer["edits"]):
         assert after.call("document/undo", {"document": info["document"]})["edits"]
     assert after.read(info["document"]) == original
+
+
+# -- issue 34.9: nothing from outside the roots -----------------------------------------------------
+
+
+def test_recoverable_lists_only_the_journals_of_files_beneath_the_roots(sandbox):
+    """A server started with --root R lists in workspace/recoverable only the journals of files (and
+    packages) beneath R. Before issue 34.9 it listed every journal of the state directory: the URI,
+    date and edit count of files outside R."""
+    state = sandbox.root / "state"
+    inside, outside = sandbox.docs / "inside", sandbox.docs / "outside"
+    inside.mkdir()
+    outside.mkdir()
+    paths = {name: write_file(directory / f"{name}.txt", ORIGINAL) for name, directory in (("in", inside), ("out", outside))}
+    packages = {}
+    for name, directory in (("in", inside), ("out", outside)):
+        package = directory / f"{name}.textbundle"
+        package.mkdir()
+        (package / "text.md").write_text("saved\n")
+        packages[name] = package
+    # A server without roots edits all four and exits keeping their journals (hot exit).
+    first = serve(sandbox, state)
+    for path in paths.values():
+        Editor(first, path).insert(0, 0, "unsaved\n")
+    for package in packages.values():
+        handle = first.call("document/open", {"uri": uri(package)})["document"]
+        first.call("document/writeEntry", {"document": handle, "path": "text.md", "text": "unsaved\n"})
+    assert first.rpc.shutdown_and_exit() == 0
+    unrestricted = serve(sandbox, state)
+    everything = {entry["uri"] for entry in unrestricted.call("workspace/recoverable", {})["journals"]}
+    assert everything == {uri(p) for p in [*paths.values(), *packages.values()]}, everything
+    unrestricted.shutdown()
+
+    rooted = sandbox.start(args=("serve", "--state-dir", str(state), "--root", str(inside)))
+    listed = {entry["uri"] for entry in rooted.call("workspace/recoverable", {})["journals"]}
+    assert listed == {uri(paths["in"]), uri(packages["in"])}, listed
+    # Narrowed by initialize too: a client whose roots exclude `inside` hears of none.
+    narrowed = sandbox.start(args=("serve", "--state-dir", str(state)),
+                             initialization={"initializationOptions": {"roots": [uri(outside)]}})
+    listed = {entry["uri"] for entry in narrowed.call("workspace/recoverable", {})["journals"]}
+    assert listed == {uri(paths["out"]), uri(packages["out"])}, listed

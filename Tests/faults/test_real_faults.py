@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from faultkit import NOBODY, check_failed_save, check_saved, leftovers, metadata, text, write_file
+from faultkit import NOBODY, check_failed_save, check_saved, leftovers, metadata, text, uri, wait_until, write_file
 
 OLD = "old line one\nold line two\n"
 NEW = "new text\n" * 20
@@ -186,3 +186,112 @@ def test_bind_mounted_single_file_is_written_in_place(sandbox):
     assert in_namespace(server, path).read_text() == NEW
     assert path.read_text() == "the file under the mount\n"
     assert leftovers(directory) == []
+
+
+# -- issue 34.8: files larger than the server can hold -------------------------------------------------
+
+EIGHT_GB = 8 << 30
+UNDER_3GB = ("prlimit", "--as=3000000000", "--")
+
+
+def sparse(path: Path, size: int) -> Path:
+    """A file of `size` bytes taking no disk space (`truncate -s`): zeros, which decode as text."""
+    subprocess.run(["truncate", "-s", str(size), str(path)], check=True)
+    return path
+
+
+def check_too_large(error: dict, path: Path, size: int, limit: int | None = None) -> int:
+    """-32010, EFBIG from fstat, naming the file, its size and the limit; answers the limit."""
+    assert error["code"] == -32010, error
+    detail = error["data"]
+    assert detail["code"] == "EFBIG" and detail["syscall"] == "fstat" and detail["path"] == str(path), detail
+    assert detail["size"] == size and detail["limit"] < size, detail
+    if limit is not None:
+        assert detail["limit"] == limit, detail
+    assert f"the file is {size} bytes" in error["message"] and f"limit of {detail['limit']} bytes" in error["message"], error
+    assert detail["recoverable"] is False, detail
+    return detail["limit"]
+
+
+def test_an_open_of_a_file_over_the_size_limit_is_refused_and_the_server_survives(sandbox):
+    """An 8 GB (sparse) file opened by a server under a 3 GB address-space limit: before issue
+    34.8 the read's allocation failed and the server aborted; now the open is refused after
+    fstat, naming the size and the limit (derived from memory: under a quarter of the 3 GB)."""
+    big = sparse(sandbox.docs / "big.txt", EIGHT_GB)
+    small = write_file(sandbox.docs / "small.txt", OLD)
+    server = sandbox.start(UNDER_3GB)
+    reply = server.request("document/open", {"uri": uri(big), "includeText": False}, timeout=120)
+    assert "error" in reply.response, reply.response
+    limit = check_too_large(reply.error, big, EIGHT_GB)
+    assert limit <= 3_000_000_000 // 4, limit
+    assert server.alive()
+    assert server.read(server.open(small)["document"]) == OLD
+
+
+def test_a_file_grown_past_the_limit_is_too_large_for_the_document_not_a_crash(sandbox):
+    """Another program grows an open document's file to 8 GB: the watcher's reload refuses it, and
+    the document says so (`tooLarge` with `inConflict`, reason externalChange, the EFBIG detail);
+    it keeps its text. A revert is refused the same way. When the file is small again, the next
+    reload clears both."""
+    path = write_file(sandbox.docs / "doc.txt", OLD)
+    server = sandbox.start(UNDER_3GB)
+    info = server.open(path)
+    document = info["document"]
+    sparse(path, EIGHT_GB)
+
+    def reported() -> dict | None:
+        assert server.alive(), "the reload of the grown file killed the server"
+        server.state(document)  # the notifications before its answer are collected
+        return next((n["params"] for n in server.notifications if n["method"] == "document/stateChanged"), None)
+
+    change = wait_until(reported, what="the reload's stateChanged", timeout=120)
+    assert change["reason"] == "externalChange" and change["state"] == ["inConflict", "tooLarge"], change
+    assert change["error"]["code"] == "EFBIG" and change["error"]["size"] == EIGHT_GB, change
+    assert server.state(document)["state"] == ["inConflict", "tooLarge"]
+    assert server.read(document) == OLD
+    reverted = server.request("document/revert", {"document": document}, timeout=120)
+    assert "error" in reverted.response, reverted.response
+    check_too_large(reverted.error, path, EIGHT_GB)
+    assert server.alive()
+    # The failed revert set savingError (a revert's failure, §8.16), which stays until one succeeds.
+    assert server.state(document)["state"] == ["inConflict", "savingError", "tooLarge"]
+    # Small again, with the document's text: back in sync, both flags cleared.
+    os.truncate(path, 0)
+    path.write_text(OLD)
+    wait_until(lambda: server.state(document)["state"] == ["savingError"], what="the flags cleared by the next reload", timeout=60)
+    assert server.read(document) == OLD
+
+
+@pytest.mark.parametrize("how", ["option", "initializationOptions"])
+def test_the_size_limit_is_a_server_option_and_an_initialization_option(sandbox, how):
+    """--max-file-size and initializationOptions.maxFileSize set the limit: an open, a kept
+    version (document/readVersion) and a package entry over it are refused, naming it."""
+    state = sandbox.root / "state"
+    path = write_file(sandbox.docs / "doc.txt", OLD)
+    # A server without the limit keeps a version of 3000 bytes, then saves the small text again.
+    first = sandbox.start(args=("serve", "--state-dir", str(state), "--no-file-locks"))
+    document = first.open(path)["document"]
+    for content in ("x" * 2999 + "\n", OLD):
+        first.replace_text(document, first.state(document)["version"], content)
+        assert first.save(document).ok
+    wait_until(lambda: len(first.call("document/versions", {"document": document})["versions"]) == 2, what="two versions")
+    first.shutdown()
+    package = sandbox.docs / "p.textbundle"
+    package.mkdir()
+    (package / "text.md").write_text("y" * 3000)
+    big = write_file(sandbox.docs / "big.txt", "z" * 3000)
+    if how == "option":
+        server = sandbox.start(args=("serve", "--state-dir", str(state), "--no-file-locks", "--max-file-size", "2K"))
+    else:
+        server = sandbox.start(args=("serve", "--state-dir", str(state), "--no-file-locks"),
+                               initialization={"initializationOptions": {"maxFileSize": 2048}})
+    check_too_large(server.request("document/open", {"uri": uri(big)}).error, big, 3000, 2048)
+    document = server.open(path)["document"]
+    versions = server.call("document/versions", {"document": document})["versions"]
+    [large] = [v for v in versions if v["size"] == 3000]
+    refused = server.request("document/readVersion", {"document": document, "id": large["id"]})
+    assert refused.error["code"] == -32010 and refused.error["data"]["size"] == 3000 and refused.error["data"]["limit"] == 2048, refused.response
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    entry = server.request("document/readEntry", {"document": handle, "path": "text.md"})
+    assert entry.error["data"]["size"] == 3000 and entry.error["data"]["limit"] == 2048, entry.response
+    assert server.alive()

@@ -678,3 +678,52 @@ def test_the_lsp_mode_is_refused_by_the_daemon(sandbox, daemon) -> None:
         assert "result" in response, response
     finally:
         rpc.kill()
+
+
+@pytest.mark.parametrize("how", ["saveAs", "move", "external"])
+def test_a_document_moved_outside_a_holders_roots_leaves_that_holder(sandbox, daemon, how) -> None:
+    """Issue 34.9: alpha's roots are `inside`; beta (no roots of its own) takes the document they
+    share to `outside`, by a save as or a move, or another program moves it there and the watcher
+    follows. Alpha's hold ends there: it hears
+    `document/stateChanged` with reason `outsideRoots` (its last uri, state `closed`), and nothing
+    about the document after that; its requests naming the handle are -32011, saying why. Before
+    the fix alpha went on holding it, heard of the new uri, and read what another program wrote
+    there."""
+    inside, outside = sandbox.docs / "inside", sandbox.docs / "outside"
+    inside.mkdir()
+    outside.mkdir()
+    source = inside / "shared.txt"
+    source.write_text("inside\n")
+    alpha = daemon.client("alpha", initializationOptions={"roots": [uri(inside)]})
+    beta = daemon.client("beta")
+    info = alpha.call("document/open", {"uri": uri(source)})
+    handle = info["document"]
+    assert beta.call("document/open", {"uri": uri(source)})["document"] == handle
+    target = outside / "moved.txt"
+    if how == "saveAs":
+        assert beta.save(handle, to=uri(target)).ok
+    elif how == "move":
+        assert beta.request("document/move", {"document": handle, "to": uri(target)}).ok
+    else:
+        # Another program moves the file; the watcher follows it (beta watches `outside` through a
+        # document of its own there).
+        (outside / "other.txt").write_text("other\n")
+        beta.call("document/open", {"uri": uri(outside / "other.txt")})
+        os.rename(source, target)
+        wait_until(lambda: beta.call("document/state", {"document": handle})["uri"] == uri(target), what="the move followed")
+    # Another program writes the file outside alpha's roots; beta (which holds it) reloads it.
+    target.write_text("outside content\n")
+    wait_until(lambda: beta.read(handle) == "outside content\n", what="beta's reload of the outside file")
+    refused = alpha.request("document/read", {"document": handle})
+    assert "error" in refused.response, f"alpha read the file outside its roots: {refused.response}"
+    assert refused.error["code"] == -32011, refused.response
+    [left] = notes(alpha, "document/stateChanged", reason="outsideRoots")
+    assert left == {"document": handle, "uri": uri(source), "version": info["version"], "state": ["closed"],
+                    "previousState": [], "reason": "outsideRoots", "hasUnsavedChanges": False}, left
+    assert refused.error["data"] == {"document": handle, "reason": "outsideRoots"}, refused.response
+    assert "outside this connection's roots" in refused.error["message"], refused.response
+    # Nothing of the outside file reached alpha: no notification names it or holds its text.
+    heard = [n for n in alpha.notifications if n["params"].get("document") == handle]
+    assert all(uri(target) not in str(n) and "outside content" not in str(n) for n in heard), heard
+    # Alpha still works in its roots, and cannot name the outside file.
+    assert alpha.request("document/open", {"uri": uri(target)}).error["code"] == -32022
