@@ -663,7 +663,8 @@ def test_a_managed_save_killed_before_its_answer_brings_no_deleted_row_back(sand
     run = ManagedSaveRun(sandbox, ["INSERT INTO notes VALUES (10, 'ten')", "INSERT INTO notes VALUES (1, 'one')",
                                    "DELETE FROM notes WHERE id = 10"])
     points = discover_save_calls(sandbox, run.prepare)
-    swap = next(index for index, (name, _) in enumerate(points) if name in ("renameat2", "renameat"))
+    # The swap: the save thread's last rename (an entry copied into the staged tree is renamed too).
+    swap = max(index for index, (name, _) in enumerate(points) if name in ("renameat2", "renameat"))
     name, nth = points[swap + 1]
     server, handle, package = run.prepare()
     assert save_killed_at(sandbox, server, handle, name, nth) is None, (name, nth)
@@ -710,3 +711,63 @@ def test_random_kills_during_a_managed_save_leave_a_state_the_user_had(sandbox):
         outcomes[outcome] += 1
     assert not wrong, (f"{len(wrong)} of {len(chosen)} kills left no state the user had", statements, wrong)
     assert outcomes["old"] > 0 and outcomes["new"] > 0, (outcomes, chosen)
+
+
+def test_a_package_save_killed_before_its_answer_recovers_no_mix_of_two_states(sandbox):
+    """The same kill for a plain package: text.md written, info.json deleted, text.md written
+    again, saved, SIGKILL after the swap. The old journal's base is the old tree; replayed onto
+    the saved one, its first write fitted and the deletion did not (info.json was gone): the
+    offer held text.md's first bytes without info.json, a state the user never had, and `mine`
+    would have saved it over the newer text. Off its base a journal replays whole or not at all:
+    here nothing (cut at its first change, reason notOnBase), and the package stays as saved."""
+    import shutil
+    from test_packages import discover_save_calls, save_killed_at
+    template = make_bundle(sandbox.root / "template")
+    package = sandbox.docs / template.name
+    runs = [0]
+    states: dict[int, dict] = {}
+    where = {"state": sandbox.root / "state-0"}
+
+    def prepare():
+        runs[0] += 1
+        where["state"] = state = sandbox.root / f"state-{runs[0]}"
+        if package.exists():
+            shutil.rmtree(package)
+        shutil.copytree(template, package)
+        server = serve(sandbox, state)
+        handle = server.call("document/open", {"uri": uri(package)})["document"]
+        states.clear()
+        seen = snapshot(server, handle)
+        states[seen["version"]] = seen["files"]
+        write(server, handle, "text.md", "first\n")
+        server.call("document/deleteEntry", {"document": handle, "path": "info.json"})
+        write(server, handle, "text.md", "second\n")
+        seen = snapshot(server, handle)
+        states[seen["version"]] = seen["files"]
+        wait_for_journal(state, seen["version"])
+        return server, handle, package
+
+    points = discover_save_calls(sandbox, prepare)
+    # The swap: the save thread's last rename (an entry copied into the staged tree is renamed too).
+    swap = max(index for index, (name, _) in enumerate(points) if name in ("renameat2", "renameat"))
+    name, nth = points[swap + 1]
+    server, handle, _ = prepare()
+    assert save_killed_at(sandbox, server, handle, name, nth) is None, (name, nth)
+    last = max(states)
+    disk = {path: data for path, data in tree(package).items() if data is not None}
+    assert disk == states[last], disk  # the save's tree is on disk
+    assert len(package_journals(where["state"])) == 1
+
+    again = serve(sandbox, where["state"])
+    info = again.call("document/open", {"uri": uri(package)})
+    handle = info["document"]
+    offer = info["recovery"]
+    assert offer["fileMatchesBase"] is False and offer["edits"] == 0, offer
+    assert offer["cut"] is not None and offer["cut"]["reason"] == "notOnBase", offer
+    result = again.call("document/recover", {"document": handle})
+    recovered = snapshot(again, handle)["files"]
+    assert recovered == disk, recovered  # nothing of the journal: the package as saved
+    assert result["inConflict"] is True
+    again.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
+    assert "result" in again.save(handle).response
+    assert {path: data for path, data in tree(package).items() if data is not None} == states[last]
