@@ -201,6 +201,8 @@ struct RecoveredPackageJournal: Sendable {
 
     var header: PackageJournalHeader
     var state: PackageJournalState?
+    /// Where the state record starts in the file, when there is one.
+    var stateOffset: Int? = nil
     var changes: [Change]
     /// What was cut at the end (torn, a failed checksum), never guessed at.
     var cut: JournalFraming.Cut?
@@ -223,6 +225,7 @@ struct RecoveredPackageJournal: Sendable {
                 switch PackageJournalRecordType(rawValue: record.type) {
                 case .state where index == 1:
                     journal.state = try readState(&reader)
+                    journal.stateOffset = record.offset
                 case .change:
                     let version = try reader.i64()
                     let unsaved = try reader.u8() != 0
@@ -357,8 +360,8 @@ extension RecoveredPackageJournal {
     /// or not at all: a store step of a journal that carries no store of its own does not fit
     /// (applied to another store than the one it was recorded on, its changesets resurrect or
     /// lose rows), and a prefix up to a change that does not fit would be neither the journal's
-    /// state nor the disk's. Then no change is replayed (only the state record, if any), and the
-    /// cut is at the first change, reason "notOnBase".
+    /// state nor the disk's. Then nothing of the journal is replayed, its state record neither:
+    /// the cut is at the first record after the header, reason "notOnBase".
     mutating func replay(
         onto document: PackageDocument, tree: [String: EntryContent], store: (any PackageStoreReplay)? = nil, baseOnDisk: Bool = true
     ) -> ReplayedPackage {
@@ -399,8 +402,11 @@ extension RecoveredPackageJournal {
             }
             guard fits else {
                 if !baseOnDisk, let first = changes.first {
-                    cutAt(first.offset, reason: "notOnBase")
-                    // Again without the changes (the store's copy taken afresh).
+                    // Nothing of the journal, its state record neither: a store's copy holds some
+                    // of the changes cut (those made before the journal's thread copied it), and
+                    // its entries were the state of a version whose changes follow it.
+                    cutAt(stateOffset ?? first.offset, reason: "notOnBase")
+                    state = nil
                     return replay(onto: original, tree: tree, store: store, baseOnDisk: baseOnDisk)
                 }
                 cutAt(change.offset)
