@@ -375,8 +375,10 @@ extension PackageStore {
             var found: [RecoverableJournal] = []
             for name in directory.allNames(package: true) where !offered.contains(name) && !(writer?.owns(name) ?? false) {
                 guard let claimed = directory.claim(name), let journal = RecoveredPackageJournal.read(claimed.bytes) else { continue }
-                // The changes as recorded (a replay needs the tree; the offer at the open counts those that fit).
-                let edits = journal.changes.count + (journal.state == nil ? 0 : 1)
+                // The changes as recorded (a replay needs the tree; the offer at the open counts those
+                // that fit), and a state that was unsaved (a managed journal's first change starts it
+                // from the base's state, which is no change).
+                let edits = journal.changes.count + (journal.state?.unsaved == true ? 1 : 0)
                 found.append(RecoverableJournal(path: journal.header.path, date: claimed.modified, edits: edits, version: journal.version, open: false))
             }
             return found

@@ -671,6 +671,11 @@ def test_a_managed_save_killed_before_its_answer_brings_no_deleted_row_back(sand
     assert published_notes(package) == [[1, "one"]]  # the save's store is on disk
     journals = package_journals(run.state)
     assert len(journals) == 1 and last_version(journals[0].read_bytes()) == run.last  # the old journal stayed
+    # Listed with its three changes (its state record, the base's, is none).
+    lister = serve(sandbox, run.state)
+    listed = lister.call("workspace/recoverable", {})["journals"]
+    assert [(item["edits"], item["version"], item["open"]) for item in listed] == [(3, run.last, False)], listed
+    lister.shutdown()
     outcome, offer = run.check_next_open((name, nth))
     assert outcome == "new" and offer is not None, (outcome, offer)
     # The journal carries its store: the whole of it comes back, in conflict with the saved tree.
@@ -771,3 +776,76 @@ def test_a_package_save_killed_before_its_answer_recovers_no_mix_of_two_states(s
     again.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
     assert "result" in again.save(handle).response
     assert {path: data for path, data in tree(package).items() if data is not None} == states[last]
+
+
+def test_random_kills_during_a_package_save_leave_a_state_the_user_had(sandbox):
+    """20 SIGKILLs at system calls of a plain package's save chosen at random (seeded), after
+    writes and deletions: the package on disk is the old or the saved one, and the next open's
+    offer recovers the entries at its version (or, when it replayed nothing, the package as on
+    disk), which `mine` saves."""
+    import random
+    import shutil
+    from test_packages import discover_save_calls, save_killed_at
+    rng = random.Random(int(os.environ.get("DOCSESSION_RECOVERY_SEED", "344")))
+    template = make_bundle(sandbox.root / "template")
+    package = sandbox.docs / template.name
+    changes = [("write", "text.md", b"first\n"), ("delete", "info.json", None), ("write", "text.md", b"second\n")]
+    for index in range(4):
+        changes.append(rng.choice([("write", rng.choice(["a.txt", "assets/b.bin", "text.md"]), bytes([index]) * rng.randrange(1, 9)),
+                                   ("delete", "assets/pixel.png", None)]))
+    runs = [0]
+    states: dict[int, dict] = {}
+    where = {"state": sandbox.root / "state-0"}
+
+    def prepare():
+        runs[0] += 1
+        where["state"] = state = sandbox.root / f"state-{runs[0]}"
+        if package.exists():
+            shutil.rmtree(package)
+        shutil.copytree(template, package)
+        server = serve(sandbox, state)
+        handle = server.call("document/open", {"uri": uri(package)})["document"]
+        states.clear()
+        seen = snapshot(server, handle)
+        states[seen["version"]] = seen["files"]
+        for kind, path, data in changes:
+            present = path in snapshot(server, handle)["files"]
+            if kind == "write":
+                write(server, handle, path, data)
+            elif present:
+                server.call("document/deleteEntry", {"document": handle, "path": path})
+            seen = snapshot(server, handle)
+            states[seen["version"]] = seen["files"]
+        wait_for_journal(state, seen["version"])
+        return server, handle, package
+
+    points = discover_save_calls(sandbox, prepare)
+    chosen = rng.sample(points, min(20, len(points)))
+    first, outcomes, wrong = min(states), {"old": 0, "new": 0}, []
+    for name, nth in chosen:
+        server, handle, _ = prepare()
+        response = save_killed_at(sandbox, server, handle, name, nth)
+        if response is not None:
+            assert "result" in response, (name, nth, response)
+        last = max(states)
+        disk = {path: data for path, data in tree(package).items() if data is not None}
+        try:
+            assert disk in (states[first], states[last]), ((name, nth), sorted(disk))
+            outcomes["new" if disk == states[last] else "old"] += 1
+            again = serve(sandbox, where["state"])
+            info = again.call("document/open", {"uri": uri(package)})
+            offer = info.get("recovery")
+            if offer is not None:
+                again.call("document/recover", {"document": info["document"]})
+                recovered = snapshot(again, info["document"])["files"]
+                expected = disk if offer["edits"] == 0 else states[offer["version"]]
+                assert recovered == expected, ((name, nth), offer, sorted(recovered), sorted(expected))
+                if not offer["fileMatchesBase"]:
+                    again.call("document/resolveConflict", {"document": info["document"], "resolution": "mine"})
+                assert "result" in again.save(info["document"]).response
+                assert {path: data for path, data in tree(package).items() if data is not None} == recovered, (name, nth)
+            again.shutdown()
+        except AssertionError as failure:
+            wrong.append(str(failure).splitlines()[0][:400])
+    assert not wrong, (f"{len(wrong)} of {len(chosen)} kills left no state the user had", changes, wrong)
+    assert outcomes["old"] > 0 and outcomes["new"] > 0, (outcomes, chosen)
