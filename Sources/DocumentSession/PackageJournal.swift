@@ -201,6 +201,8 @@ struct RecoveredPackageJournal: Sendable {
 
     var header: PackageJournalHeader
     var state: PackageJournalState?
+    /// Where the state record starts in the file, when there is one.
+    var stateOffset: Int? = nil
     var changes: [Change]
     /// What was cut at the end (torn, a failed checksum), never guessed at.
     var cut: JournalFraming.Cut?
@@ -223,6 +225,7 @@ struct RecoveredPackageJournal: Sendable {
                 switch PackageJournalRecordType(rawValue: record.type) {
                 case .state where index == 1:
                     journal.state = try readState(&reader)
+                    journal.stateOffset = record.offset
                 case .change:
                     let version = try reader.i64()
                     let unsaved = try reader.u8() != 0
@@ -243,11 +246,22 @@ struct RecoveredPackageJournal: Sendable {
         return journal
     }
 
-    /// Cuts the journal before the record at `offset` (its content does not fit: "unreadable").
-    mutating func cutAt(_ offset: Int) {
+    /// Cuts the journal before the record at `offset`: its content does not fit ("unreadable"), or
+    /// it needs the journal's base, which is not on disk ("notOnBase").
+    mutating func cutAt(_ offset: Int, reason: String = "unreadable") {
         changes.removeAll { $0.offset >= offset }
         length = offset
-        cut = JournalFraming.Cut(offset: offset, bytes: size - offset, reason: "unreadable")
+        cut = JournalFraming.Cut(offset: offset, bytes: size - offset, reason: reason)
+    }
+
+    /// Whether the journal's store steps replay onto a store of its own: the copy its state record
+    /// holds (every managed journal this server writes starts with one), rather than the store
+    /// on disk, which is their base only while the tree is the journal's.
+    var carriesStore: Bool { state?.store != nil }
+
+    /// Whether any change is a store's transaction.
+    var hasStoreSteps: Bool {
+        changes.contains { if case .store = $0.op { return true } else { return false } }
     }
 
     /// The version the document had at the journal's end.
@@ -340,7 +354,18 @@ extension RecoveredPackageJournal {
     /// path that is a directory now, an undo with nothing to undo, a changeset whose rows are not
     /// as it expects) cuts the journal there, as a text journal's edit that does not fit its text
     /// does; what came before it is kept.
-    mutating func replay(onto document: PackageDocument, tree: [String: EntryContent], store: (any PackageStoreReplay)? = nil) -> ReplayedPackage {
+    ///
+    /// `baseOnDisk`: whether `tree` is the journal's base. When it is not (a save killed between its
+    /// swap and the journal's restart, another program's change), the changes are replayed whole
+    /// or not at all: a store step of a journal that carries no store of its own does not fit
+    /// (applied to another store than the one it was recorded on, its changesets resurrect or
+    /// lose rows), and a prefix up to a change that does not fit would be neither the journal's
+    /// state nor the disk's. Then nothing of the journal is replayed, its state record neither:
+    /// the cut is at the first record after the header, reason "notOnBase".
+    mutating func replay(
+        onto document: PackageDocument, tree: [String: EntryContent], store: (any PackageStoreReplay)? = nil, baseOnDisk: Bool = true
+    ) -> ReplayedPackage {
+        let original = document
         var document = document
         document.steps = []
         document.position = 0
@@ -366,9 +391,24 @@ extension RecoveredPackageJournal {
             if state.unsaved { document.cleanPosition = nil }
         }
         var replayed = 0
+        let storeBase = carriesStore || baseOnDisk
         for change in changes {
             let apply = change.storeCount > copied
-            guard document.replay(change.op, store: store.map { store in (store, apply) }) else {
+            let fits: Bool
+            if case .store = change.op, !storeBase {
+                fits = false
+            } else {
+                fits = document.replay(change.op, store: store.map { store in (store, apply) })
+            }
+            guard fits else {
+                if !baseOnDisk, let first = changes.first {
+                    // Nothing of the journal, its state record neither: a store's copy holds some
+                    // of the changes cut (those made before the journal's thread copied it), and
+                    // its entries were the state of a version whose changes follow it.
+                    cutAt(stateOffset ?? first.offset, reason: "notOnBase")
+                    state = nil
+                    return replay(onto: original, tree: tree, store: store, baseOnDisk: baseOnDisk)
+                }
                 cutAt(change.offset)
                 break
             }

@@ -84,17 +84,32 @@ extension PackageStore {
         var active = PackageActiveJournal(name: name, bytes: 0, limit: PackageActiveJournal.limit(unsavedBytes), steps: 0, position: 0)
         let version = document.version
         let records: @Sendable () throws(FileSystemError) -> [UInt8]
-        if let op {
+        let database = databases[handle]
+        if let op, database == nil {
             _ = active.follow(op)
             active.bytes = 64 + header.path.utf8.count + PackageJournalCodec.size(of: op)
             records = { PackageJournalCodec.header(header) + PackageJournalCodec.change(op, version: version, unsaved: true, storeCount: storeCount) }
         } else {
             // Past what one record holds: not journaled (a state of more than 4 GiB in memory).
             guard unsavedBytes < JournalFraming.maxPayload / 2 else { return }
-            let state = document.journalState
-            active.bytes = 64 + header.path.utf8.count + unsavedBytes + state.entries.reduce(0) { $0 + 16 + $1.path.utf8.count }
-            let database = databases[handle]
-            records = { () throws(FileSystemError) -> [UInt8] in
+            // A managed document's journal always carries its store (a copy in the state record):
+            // its steps are changesets, which replay only onto the store they were recorded on. The
+            // store on disk is that store only while the tree is the journal's base; a save killed
+            // between its swap and the journal's restart leaves the old journal beside the new
+            // store, and its steps replayed there resurrected deleted rows. For a first step (the
+            // document was in sync just before it), the state is the base's (not unsaved, the
+            // version before), the copy is made later on the journal's thread (holding the step,
+            // told apart by the change count), and the step follows as a record: the undo history
+            // still goes back to the base.
+            var state = document.journalState
+            var follows: [UInt8] = []
+            if let op {
+                state = document.journalState(before: op)
+                _ = active.follow(op)
+                follows = PackageJournalCodec.change(op, version: version, unsaved: true, storeCount: storeCount)
+            }
+            active.bytes = 64 + header.path.utf8.count + unsavedBytes + state.entries.reduce(0) { $0 + 16 + $1.path.utf8.count } + follows.count
+            records = { [state, follows] () throws(FileSystemError) -> [UInt8] in
                 var state = state
                 // The store as it is when the journal's thread gets here: later steps already in
                 // it are told apart by the change count (they follow as records too).
@@ -105,7 +120,7 @@ extension PackageStore {
                     }
                     state.store = .init(count: copy.count, bytes: copy.bytes)
                 }
-                return PackageJournalCodec.header(header) + PackageJournalCodec.state(state)
+                return PackageJournalCodec.header(header) + PackageJournalCodec.state(state) + follows
             }
         }
         journals[handle] = active
@@ -142,9 +157,13 @@ extension PackageStore {
 
     /// Looks for dead servers' journals of the package at `path`, whose tree was just read (blocks:
     /// runs on the open's thread). A journal that replays to no unsaved change is deleted quietly,
-    /// and so is one with nothing whole in it; of the others, the newest is offered.
+    /// and so is one with nothing whole in it; of the others, the newest is offered. A managed
+    /// document's journal is replayed onto a scratch store (`trialStore`: the disk's store, which
+    /// the journal's copy replaces when it has one) as `document/recover` will replay it, so that
+    /// the offer's `edits`, `version` and `cut` say exactly what a recovery brings back.
     static func scanJournals(
-        _ directory: JournalDirectory, path: String, document: PackageDocument, tree: DiskTree, storeVersion: Int64, isOwn: (String) -> Bool
+        _ directory: JournalDirectory, path: String, document: PackageDocument, tree: DiskTree, storeVersion: Int64,
+        trialStore: (@Sendable () -> DatabaseHandle?)? = nil, isOwn: (String) -> Bool
     ) -> (offer: PackageRecoveryOffer?, held: Int) {
         var found: [PackageRecoveryOffer] = []
         var held = 0
@@ -158,14 +177,18 @@ extension PackageStore {
                 continue
             }
             guard journal.header.path == path else { continue }
-            let replayed = journal.replay(onto: document, tree: tree.entries)
-            if !replayed.hasUnsavedChanges {
+            let matches = journal.header.etag == tree.signature.etag && journal.header.storeVersion == storeVersion
+            let trial = journal.carriesStore || journal.hasStoreSteps ? trialStore?() : nil
+            let replayed = journal.replay(onto: document, tree: tree.entries, store: trial, baseOnDisk: matches)
+            trial?.close()
+            // One that could not be replayed onto the tree on disk is offered all the same (never
+            // dropped silently): its cut says why.
+            if !replayed.hasUnsavedChanges && journal.cut?.reason != "notOnBase" {
                 claimed.remove()
                 continue
             }
             found.append(PackageRecoveryOffer(
-                date: claimed.modified, edits: replayed.edits,
-                fileMatchesBase: journal.header.etag == tree.signature.etag && journal.header.storeVersion == storeVersion,
+                date: claimed.modified, edits: replayed.edits, fileMatchesBase: matches,
                 version: journal.version, cut: journal.cut, claimed: claimed, journal: journal))
         }
         return (found.max { $0.date < $1.date }, held)
@@ -260,18 +283,38 @@ extension PackageStore {
             let journal = offer.journal, fresh = document, previous = document.state
             document.state.insert(.editingDisabled)
             documents[handle] = document
+            let matches = offer.fileMatchesBase
             let (result, read) = await runOnOwnThread { () -> (ReplayedPackage, RecoveredPackageJournal) in
                 var journal = journal
-                return (journal.replay(onto: fresh, tree: fresh.entries, store: database), journal)
+                return (journal.replay(onto: fresh, tree: fresh.entries, store: database, baseOnDisk: matches), journal)
             }
             guard var now = documents[handle] else { throw .unknownDocument(handle) }
             now.state = previous
+            if read.changes.count != offer.journal.changes.count || read.cut != offer.journal.cut {
+                // The replay stopped before where the offer said (the store changed since the
+                // open): never taken silently. The working copy is the disk's store again, and the
+                // offer now says what the journal holds.
+                documents[handle] = now
+                try await reloadDatabase(database, packagePath: now.path)
+                now.storeSummary = database.summary
+                documents[handle] = now
+                offer.journal = read
+                offer.cut = read.cut
+                offer.edits = result.edits
+                offer.version = read.version
+                recoveries[handle] = offer
+                let cut = read.cut.map { "at offset \($0.offset) (\($0.reason))" } ?? "earlier"
+                throw .store(StoreError(
+                    code: 21 /* SQLITE_MISUSE */,
+                    message: "the journal no longer replays as offered: it stops \(cut); the offer now says what it holds (document/open answers it again)",
+                    kind: .file))
+            }
             now.storeSummary = database.summary
             document = now
             replayed = result
             offer.journal = read
         } else {
-            replayed = offer.journal.replay(onto: document, tree: document.entries)
+            replayed = offer.journal.replay(onto: document, tree: document.entries, baseOnDisk: offer.fileMatchesBase)
         }
         recoveries[handle] = nil
         let changes = EntryChange.between(document.entries, replayed.entries)
@@ -332,8 +375,10 @@ extension PackageStore {
             var found: [RecoverableJournal] = []
             for name in directory.allNames(package: true) where !offered.contains(name) && !(writer?.owns(name) ?? false) {
                 guard let claimed = directory.claim(name), let journal = RecoveredPackageJournal.read(claimed.bytes) else { continue }
-                // The changes as recorded (a replay needs the tree; the offer at the open counts those that fit).
-                let edits = journal.changes.count + (journal.state == nil ? 0 : 1)
+                // The changes as recorded (a replay needs the tree; the offer at the open counts those
+                // that fit), and a state that was unsaved (a managed journal's first change starts it
+                // from the base's state, which is no change).
+                let edits = journal.changes.count + (journal.state?.unsaved == true ? 1 : 0)
                 found.append(RecoverableJournal(path: journal.header.path, date: claimed.modified, edits: edits, version: journal.version, open: false))
             }
             return found
@@ -357,6 +402,32 @@ extension PackageDocument {
             return (path, .onDisk)
         }
         return PackageJournalState(version: version, unsaved: true, entries: listed, emptyDirectories: emptyDirectories.sorted())
+    }
+
+    /// The state a managed document's journal starts from when `op`, its first step, was just
+    /// taken by a document in sync before it: the entries and empty directories as they were
+    /// before it, at the version before, not unsaved.
+    func journalState(before op: PackageJournalOp) -> PackageJournalState {
+        var state = journalState
+        state.version = version - 1
+        state.unsaved = false
+        switch op {
+        case .write, .delete:
+            guard position > 0, case .entry(let path, let before, _) = steps[position - 1].change else { break }
+            var entries = Dictionary(uniqueKeysWithValues: state.entries.map { ($0.path, $0.entry) })
+            switch before {
+            case nil: entries[path] = nil
+            case .bytes(let bytes)?: entries[path] = .bytes(bytes)
+            case .onDisk?: entries[path] = .onDisk
+            }
+            state.entries = entries.keys.sorted().map { ($0, entries[$0]!) }
+        case .removeDirectory(let path):
+            state.emptyDirectories = (state.emptyDirectories + [path]).sorted()
+            // The removal is outside the history: after it, no position matches the disk.
+        case .store, .undo, .redo, .noChange:
+            break
+        }
+        return state
     }
 
     /// The bytes of the entries written and not saved.

@@ -238,9 +238,24 @@ public actor PackageStore {
             let writer = journal
             let fresh = document
             let storeVersion = document.storeSummary.map { Int64($0.userVersion) } ?? -1
+            // A managed document's journal is tried on a scratch store, as a recovery replays it.
+            let trialPath = kind == .managed ? workingDirectory.map { $0.path + "/recovery-\(handle).sqlite" } : nil
+            let trialOptions = StoreOptions(migrations: storeOptions.migrations)
+            let trialStore = trialPath.map { trialPath in
+                { @Sendable () -> DatabaseHandle? in
+                    let published = path + "/" + DatabaseLayout.storePath
+                    let existing = (try? fileStatus(published)) != nil ? published : nil
+                    guard let store = try? ManagedStore(publishedPath: existing, workingPath: trialPath, options: trialOptions) else {
+                        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(trialPath + suffix) }
+                        return nil
+                    }
+                    return DatabaseHandle(store: store, workingPath: trialPath, readOnly: false)
+                }
+            }
             let scan = await runOnOwnThread {
                 Self.scanJournals(
-                    directory, path: path, document: fresh, tree: tree, storeVersion: storeVersion, isOwn: { writer?.owns($0) ?? false })
+                    directory, path: path, document: fresh, tree: tree, storeVersion: storeVersion, trialStore: trialStore,
+                    isOwn: { writer?.owns($0) ?? false })
             }
             if documents[handle] != nil {
                 recoveries[handle] = scan.offer

@@ -76,8 +76,10 @@ public enum JournalFraming {
         /// How many bytes from there to the end of the file were left out.
         public var bytes: Int
         /// Why: `torn` (the file ends inside a record), `checksum` (a record's checksum does not
-        /// hold), `notAJournal` (the file does not start with the magic bytes), or `unreadable` (a
-        /// whole record whose content made no sense, reported by the reader of the records).
+        /// hold), `notAJournal` (the file does not start with the magic bytes), `unreadable` (a
+        /// whole record whose content made no sense, reported by the reader of the records), or
+        /// `notOnBase` (a package's journal whose changes could not be replayed onto a tree that
+        /// is not its base, and so were not at all: PackageJournal.swift).
         public var reason: String
 
         public init(offset: Int, bytes: Int, reason: String) {

@@ -161,4 +161,58 @@ struct PackageJournalTests {
         _ = plain.replay(onto: opened(), tree: opened().entries)
         #expect(plain.cut?.reason == "unreadable")
     }
+
+    @Test("off its base, a journal replays whole or not at all: a store step without a copy of its own, or a change that does not fit, cuts it after its header (notOnBase)")
+    func offBase() throws {
+        let managed = PackageDocument(
+            handle: "p1", path: header.path, kind: .managed, entries: opened().entries, emptyDirectories: [], signature: PackageSignature(items: []))
+        // No copy of the store (an older server's journal): its changesets are not the disk's store's.
+        let storeSteps = [
+            PackageJournalCodec.header(header),
+            PackageJournalCodec.change(.write(path: "x", bytes: [1], label: nil), version: 5, unsaved: true),
+            PackageJournalCodec.change(.store(changeset: [1], label: "A"), version: 6, unsaved: true, storeCount: 1),
+        ]
+        var read = try #require(RecoveredPackageJournal.read(journal(storeSteps)))
+        let store = FakeStore()
+        let replayed = read.replay(onto: managed, tree: managed.entries, store: store, baseOnDisk: false)
+        #expect(store.calls.isEmpty && replayed.edits == 0 && replayed.entries == managed.entries && !replayed.hasUnsavedChanges)
+        #expect(read.changes.isEmpty && read.cut?.reason == "notOnBase" && read.cut?.offset == read.length && read.version == 4)
+        // On its base, the same journal replays onto the disk's store.
+        var onBase = try #require(RecoveredPackageJournal.read(journal(storeSteps)))
+        let applied = FakeStore()
+        _ = onBase.replay(onto: managed, tree: managed.entries, store: applied, baseOnDisk: true)
+        #expect(applied.calls == ["take [1] apply true"] && onBase.cut == nil)
+
+        // With a copy, the steps replay onto it, whatever the disk holds.
+        let state = PackageJournalState(version: 4, unsaved: false, entries: [("text.md", .onDisk)], emptyDirectories: [], store: .init(count: 0, bytes: [7]))
+        var carried = try #require(RecoveredPackageJournal.read(journal([storeSteps[0], PackageJournalCodec.state(state), storeSteps[2]])))
+        let copy = FakeStore()
+        let fromCopy = carried.replay(onto: managed, tree: managed.entries, store: copy, baseOnDisk: false)
+        #expect(copy.calls == ["load [7]", "take [1] apply true"] && carried.cut == nil && fromCopy.edits == 1 && fromCopy.hasUnsavedChanges)
+        // With a copy that holds a change that does not fit the tree on disk: nothing of the
+        // journal, the copy neither (it holds the change), cut from the state record on.
+        let unfit = PackageJournalCodec.change(.delete(path: "gone", label: nil), version: 6, unsaved: true)
+        var holding = try #require(RecoveredPackageJournal.read(journal([storeSteps[0], PackageJournalCodec.state(state), storeSteps[2], unfit])))
+        let untouched = FakeStore()
+        let nothing = holding.replay(onto: managed, tree: managed.entries, store: untouched, baseOnDisk: false)
+        #expect(untouched.calls == ["load [7]", "take [1] apply true"], "tried, then the working copy is not loaded again")
+        #expect(holding.state == nil && holding.changes.isEmpty && holding.cut?.reason == "notOnBase" && holding.version == 4)
+        #expect(nothing.edits == 0 && nothing.entries == managed.entries)
+
+        // A plain package: the first write fits the tree on disk, the deletion does not (the entry
+        // is gone there). A prefix would be neither state: nothing is replayed.
+        let plainParts = [
+            PackageJournalCodec.header(header),
+            PackageJournalCodec.change(.write(path: "text.md", bytes: [1], label: nil), version: 5, unsaved: true),
+            PackageJournalCodec.change(.delete(path: "gone", label: nil), version: 6, unsaved: true),
+        ]
+        var plain = try #require(RecoveredPackageJournal.read(journal(plainParts)))
+        let document = opened()
+        let none = plain.replay(onto: document, tree: document.entries, baseOnDisk: false)
+        #expect(none.entries == document.entries && none.edits == 0 && plain.cut?.reason == "notOnBase" && plain.version == 4)
+        // On its base, the prefix is kept and the rest cut as unreadable.
+        var prefix = try #require(RecoveredPackageJournal.read(journal(plainParts)))
+        let kept = prefix.replay(onto: document, tree: document.entries, baseOnDisk: true)
+        #expect(kept.edits == 1 && prefix.cut?.reason == "unreadable" && prefix.version == 5)
+    }
 }

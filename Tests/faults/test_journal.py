@@ -1442,3 +1442,44 @@ def test_recoverable_lists_only_the_journals_of_files_beneath_the_roots(sandbox)
                              initialization={"initializationOptions": {"roots": [uri(outside)]}})
     listed = {entry["uri"] for entry in narrowed.call("workspace/recoverable", {})["journals"]}
     assert listed == {uri(paths["out"]), uri(packages["out"])}, listed
+
+
+def test_a_save_killed_after_its_rename_leaves_a_journal_replayed_onto_its_own_base(sandbox):
+    """Issue 34.4's check for text journals: the journal carries its base text and replays its
+    edits onto that, never onto the file. A save killed after its rename (at the directory's fsync,
+    before the answer and the journal's deletion) leaves the old journal beside the new file: its
+    text is the file's, so nothing is offered and it is deleted quietly; had the file been changed
+    after, the offer's three sides would be the journal's base, its text and the file's."""
+    state = sandbox.root / "state"
+    path = write_file(sandbox.docs / "notes.txt", "alpha\nbeta\n")
+    server = serve(sandbox, state)
+    editor = Editor(server, path)
+    editor.edit([{"range": span(0, 0, 0, 5), "text": "gamma"}])
+    version = editor.edit([{"range": span(1, 0, 1, 4), "text": ""}])
+    wait_for_journal(state, version)
+    tracer = sandbox.trace(server, inject=("fsync:signal=SIGKILL:when=2",))
+    server.send_save(editor.document)
+    assert server.wait_exit() == -signal.SIGKILL
+    tracer.wait()
+    assert path.read_text() == editor.text, "the kill did not come after the rename"
+    assert len(journal_files(state)) == 1  # the old journal stayed
+
+    again = serve(sandbox, state)
+    info = again.open(path)
+    assert "recovery" not in info, info
+    assert journal_files(state) == []
+
+    # The same journal beside a file another program changed after the save: offered in conflict,
+    # recovered to the journal's own text, with the journal's base as the merge's base.
+    sigkill(again)
+    editor = Editor(serve(sandbox, state), path)
+    editor.edit([{"range": span(0, 0, 0, 5), "text": "delta"}])
+    wait_for_journal(state, editor.version)
+    sigkill(editor.server)
+    path.write_text("gamma\nepsilon\n")
+    third = serve(sandbox, state)
+    info = third.open(path)
+    check_offer(info["recovery"], version=editor.version, edits=1, matches=False)
+    reply, result = recover(third, info["document"])
+    assert result["inConflict"] is True, reply.response
+    assert third.read(info["document"]) == editor.text

@@ -558,3 +558,294 @@ def test_a_journal_grown_past_its_bound_starts_again_from_the_entries_and_recove
     again.call("document/recover", {"document": info["document"]})
     assert entry(again, info["document"], "big.txt") == chr(ord("a") + restarted_at) * size
     assert entry(again, info["document"], "small.txt") == "after\n"
+
+
+# -- Issue 34.4: a managed save killed between its swap and the journal's restart -------------------
+#
+# The save swaps the new tree in; the journal starts again (or goes) only after the save answers.
+# A kill in between leaves the old journal, whose base is the old tree, beside the new store. Its
+# transactions are changesets: replayed onto the saved store, "insert 10, insert 1, delete 10" ran
+# "insert 10" (fits), then stopped silently at "insert 1" (the row is there): row 10 came back, and
+# the offer said `cut: null` and the journal's full version. A journal now carries its store and
+# replays onto it, or not at all; the offer says exactly what a recovery brings back.
+
+
+def make_empty_managed(sandbox) -> Path:
+    """A managed document with an empty `notes` table, saved, kept aside as a template."""
+    template = sandbox.root / "template" / "store.docpackage"
+    template.parent.mkdir()
+    maker = serve(sandbox, sandbox.root / "maker-state")
+    created = maker.call("document/create", {"uri": uri(template), "kind": "managed", "storeOptions": {"migrations": MIGRATIONS}})
+    maker.call("document/close", {"document": created["document"]})
+    maker.shutdown()
+    return template
+
+
+def published_notes(package: Path) -> list:
+    import sqlite3
+    with sqlite3.connect(f"file:{package / 'StoreContent' / 'persistentStore'}?mode=ro", uri=True) as connection:
+        return [list(row) for row in connection.execute("SELECT id, title FROM notes ORDER BY id")]
+
+
+class ManagedSaveRun:
+    """A fresh copy of the template and a fresh state directory per run: a server opens the copy,
+    runs `statements` (each version's rows kept: the states the user had), waits until the journal
+    holds the last, and is left to save."""
+
+    def __init__(self, sandbox, statements: list[str]):
+        self.sandbox = sandbox
+        self.template = make_empty_managed(sandbox)
+        self.package = sandbox.docs / "store.docpackage"
+        self.statements = statements
+        self.runs = 0
+        self.states: dict[int, list] = {}
+        self.state = sandbox.root / "state-0"
+
+    def prepare(self):
+        import shutil
+        self.runs += 1
+        self.state = self.sandbox.root / f"state-{self.runs}"
+        if self.package.exists():
+            shutil.rmtree(self.package)
+        shutil.copytree(self.template, self.package)
+        server = serve(self.sandbox, self.state)
+        info = open_managed(server, self.package)
+        handle = info["document"]
+        self.states = {info["version"]: rows(server, handle)}
+        version = info["version"]
+        for sql in self.statements:
+            version = execute(server, handle, sql)
+            self.states[version] = rows(server, handle)
+        wait_for_journal(self.state, version)
+        return server, handle, self.package
+
+    @property
+    def last(self) -> int:
+        return max(self.states)
+
+    def check_next_open(self, where) -> tuple[str, dict | None]:
+        """The next server's open and recovery: the store on disk, the recovered store (at the
+        offer's version) and the store saved after `mine` are each a state the user had. Answers
+        which tree the kill left ("old" or "new") and the offer."""
+        disk = published_notes(self.package)
+        assert disk in (self.states[min(self.states)], self.states[self.last]), (where, disk, self.states)
+        outcome = "new" if disk == self.states[self.last] and disk != self.states[min(self.states)] else "old"
+        server = serve(self.sandbox, self.state)
+        info = open_managed(server, self.package)
+        handle = info["document"]
+        assert rows(server, handle) == disk, where
+        offer = info.get("recovery")
+        if offer is not None:
+            assert offer["version"] in self.states, (where, offer, self.states)
+            if offer["cut"] is not None:
+                assert offer["cut"]["reason"] in ("torn", "checksum", "unreadable", "notOnBase"), (where, offer)
+            result = server.call("document/recover", {"document": handle})
+            recovered = rows(server, handle)
+            # What the offer said: the store at its version, not some other.
+            assert recovered == self.states[offer["version"]], (where, offer, recovered, self.states)
+            assert result["inConflict"] is (not offer["fileMatchesBase"]), (where, offer, result)
+            if result["inConflict"]:
+                server.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
+            saved = server.save(handle)
+            assert "result" in saved.response, (where, saved.response)
+            assert published_notes(self.package) == recovered, where
+        server.shutdown()
+        return outcome, offer
+
+
+def test_a_managed_save_killed_before_its_answer_brings_no_deleted_row_back(sandbox):
+    """Issue 34.4, the red team's case: insert row 10, insert row 1, delete row 10, save, SIGKILL
+    once the save has swapped its tree in and before it answers (strace, at the save thread's first
+    system call after the swap: the journal has not started again). The next open offers the old
+    journal (its base is the old tree); recovering it gives the store at the offer's version, row 10
+    stays deleted, and `mine` saves that."""
+    from test_packages import discover_save_calls, save_killed_at
+    run = ManagedSaveRun(sandbox, ["INSERT INTO notes VALUES (10, 'ten')", "INSERT INTO notes VALUES (1, 'one')",
+                                   "DELETE FROM notes WHERE id = 10"])
+    points = discover_save_calls(sandbox, run.prepare)
+    # The swap: the save thread's last rename (an entry copied into the staged tree is renamed too).
+    swap = max(index for index, (name, _) in enumerate(points) if name in ("renameat2", "renameat"))
+    name, nth = points[swap + 1]
+    server, handle, package = run.prepare()
+    assert save_killed_at(sandbox, server, handle, name, nth) is None, (name, nth)
+    assert published_notes(package) == [[1, "one"]]  # the save's store is on disk
+    journals = package_journals(run.state)
+    assert len(journals) == 1 and last_version(journals[0].read_bytes()) == run.last  # the old journal stayed
+    # Listed with its three changes (its state record, the base's, is none).
+    lister = serve(sandbox, run.state)
+    listed = lister.call("workspace/recoverable", {})["journals"]
+    assert [(item["edits"], item["version"], item["open"]) for item in listed] == [(3, run.last, False)], listed
+    lister.shutdown()
+    outcome, offer = run.check_next_open((name, nth))
+    assert outcome == "new" and offer is not None, (outcome, offer)
+    # The journal carries its store: the whole of it comes back, in conflict with the saved tree.
+    assert (offer["fileMatchesBase"], offer["version"], offer["cut"]) == (False, run.last, None), offer
+
+
+def test_random_kills_during_a_managed_save_leave_a_state_the_user_had(sandbox):
+    """20 SIGKILLs at system calls of a managed save chosen at random (seeded), after the red team's
+    three statements and random inserts, updates and deletes of other rows: every time the store on
+    disk is the old or the saved one, and what the next open offers and recovers (and `mine` saves)
+    is the store at the offer's version."""
+    import random
+    from test_packages import discover_save_calls, save_killed_at
+    rng = random.Random(int(os.environ.get("DOCSESSION_RECOVERY_SEED", "344")))
+    statements = ["INSERT INTO notes VALUES (10, 'ten')", "INSERT INTO notes VALUES (1, 'one')", "DELETE FROM notes WHERE id = 10"]
+    for _ in range(6):
+        key = rng.randrange(2, 6)
+        statements.append(rng.choice([
+            f"INSERT OR IGNORE INTO notes VALUES ({key}, 'n{key}')",
+            f"UPDATE notes SET title = title || '+' WHERE id = {key}",
+            f"DELETE FROM notes WHERE id = {key}",
+        ]))
+    run = ManagedSaveRun(sandbox, statements)
+    points = discover_save_calls(sandbox, run.prepare)
+    chosen = rng.sample(points, min(20, len(points)))
+    outcomes = {"old": 0, "new": 0}
+    wrong = []
+    for name, nth in chosen:
+        server, handle, _ = run.prepare()
+        response = save_killed_at(sandbox, server, handle, name, nth)
+        if response is not None:  # this save made fewer such calls: it ran to the end
+            assert "result" in response, (name, nth, response)
+        try:
+            outcome, _ = run.check_next_open((name, nth))
+        except AssertionError as failure:  # counted, so that the message says how many of the 20
+            wrong.append(str(failure).splitlines()[0][:400])
+            continue
+        outcomes[outcome] += 1
+    assert not wrong, (f"{len(wrong)} of {len(chosen)} kills left no state the user had", statements, wrong)
+    assert outcomes["old"] > 0 and outcomes["new"] > 0, (outcomes, chosen)
+
+
+def test_a_package_save_killed_before_its_answer_recovers_no_mix_of_two_states(sandbox):
+    """The same kill for a plain package: text.md written, info.json deleted, text.md written
+    again, saved, SIGKILL after the swap. The old journal's base is the old tree; replayed onto
+    the saved one, its first write fitted and the deletion did not (info.json was gone): the
+    offer held text.md's first bytes without info.json, a state the user never had, and `mine`
+    would have saved it over the newer text. Off its base a journal replays whole or not at all:
+    here nothing (cut at its first change, reason notOnBase), and the package stays as saved."""
+    import shutil
+    from test_packages import discover_save_calls, save_killed_at
+    template = make_bundle(sandbox.root / "template")
+    package = sandbox.docs / template.name
+    runs = [0]
+    states: dict[int, dict] = {}
+    where = {"state": sandbox.root / "state-0"}
+
+    def prepare():
+        runs[0] += 1
+        where["state"] = state = sandbox.root / f"state-{runs[0]}"
+        if package.exists():
+            shutil.rmtree(package)
+        shutil.copytree(template, package)
+        server = serve(sandbox, state)
+        handle = server.call("document/open", {"uri": uri(package)})["document"]
+        states.clear()
+        seen = snapshot(server, handle)
+        states[seen["version"]] = seen["files"]
+        write(server, handle, "text.md", "first\n")
+        server.call("document/deleteEntry", {"document": handle, "path": "info.json"})
+        write(server, handle, "text.md", "second\n")
+        seen = snapshot(server, handle)
+        states[seen["version"]] = seen["files"]
+        wait_for_journal(state, seen["version"])
+        return server, handle, package
+
+    points = discover_save_calls(sandbox, prepare)
+    # The swap: the save thread's last rename (an entry copied into the staged tree is renamed too).
+    swap = max(index for index, (name, _) in enumerate(points) if name in ("renameat2", "renameat"))
+    name, nth = points[swap + 1]
+    server, handle, _ = prepare()
+    assert save_killed_at(sandbox, server, handle, name, nth) is None, (name, nth)
+    last = max(states)
+    disk = {path: data for path, data in tree(package).items() if data is not None}
+    assert disk == states[last], disk  # the save's tree is on disk
+    assert len(package_journals(where["state"])) == 1
+
+    again = serve(sandbox, where["state"])
+    info = again.call("document/open", {"uri": uri(package)})
+    handle = info["document"]
+    offer = info["recovery"]
+    assert offer["fileMatchesBase"] is False and offer["edits"] == 0, offer
+    assert offer["cut"] is not None and offer["cut"]["reason"] == "notOnBase", offer
+    result = again.call("document/recover", {"document": handle})
+    recovered = snapshot(again, handle)["files"]
+    assert recovered == disk, recovered  # nothing of the journal: the package as saved
+    assert result["inConflict"] is True
+    again.call("document/resolveConflict", {"document": handle, "resolution": "mine"})
+    assert "result" in again.save(handle).response
+    assert {path: data for path, data in tree(package).items() if data is not None} == states[last]
+
+
+def test_random_kills_during_a_package_save_leave_a_state_the_user_had(sandbox):
+    """20 SIGKILLs at system calls of a plain package's save chosen at random (seeded), after
+    writes and deletions: the package on disk is the old or the saved one, and the next open's
+    offer recovers the entries at its version (or, when it replayed nothing, the package as on
+    disk), which `mine` saves."""
+    import random
+    import shutil
+    from test_packages import discover_save_calls, save_killed_at
+    rng = random.Random(int(os.environ.get("DOCSESSION_RECOVERY_SEED", "344")))
+    template = make_bundle(sandbox.root / "template")
+    package = sandbox.docs / template.name
+    changes = [("write", "text.md", b"first\n"), ("delete", "info.json", None), ("write", "text.md", b"second\n")]
+    for index in range(4):
+        changes.append(rng.choice([("write", rng.choice(["a.txt", "assets/b.bin", "text.md"]), bytes([index]) * rng.randrange(1, 9)),
+                                   ("delete", "assets/pixel.png", None)]))
+    runs = [0]
+    states: dict[int, dict] = {}
+    where = {"state": sandbox.root / "state-0"}
+
+    def prepare():
+        runs[0] += 1
+        where["state"] = state = sandbox.root / f"state-{runs[0]}"
+        if package.exists():
+            shutil.rmtree(package)
+        shutil.copytree(template, package)
+        server = serve(sandbox, state)
+        handle = server.call("document/open", {"uri": uri(package)})["document"]
+        states.clear()
+        seen = snapshot(server, handle)
+        states[seen["version"]] = seen["files"]
+        for kind, path, data in changes:
+            present = path in snapshot(server, handle)["files"]
+            if kind == "write":
+                write(server, handle, path, data)
+            elif present:
+                server.call("document/deleteEntry", {"document": handle, "path": path})
+            seen = snapshot(server, handle)
+            states[seen["version"]] = seen["files"]
+        wait_for_journal(state, seen["version"])
+        return server, handle, package
+
+    points = discover_save_calls(sandbox, prepare)
+    chosen = rng.sample(points, min(20, len(points)))
+    first, outcomes, wrong = min(states), {"old": 0, "new": 0}, []
+    for name, nth in chosen:
+        server, handle, _ = prepare()
+        response = save_killed_at(sandbox, server, handle, name, nth)
+        if response is not None:
+            assert "result" in response, (name, nth, response)
+        last = max(states)
+        disk = {path: data for path, data in tree(package).items() if data is not None}
+        try:
+            assert disk in (states[first], states[last]), ((name, nth), sorted(disk))
+            outcomes["new" if disk == states[last] else "old"] += 1
+            again = serve(sandbox, where["state"])
+            info = again.call("document/open", {"uri": uri(package)})
+            offer = info.get("recovery")
+            if offer is not None:
+                again.call("document/recover", {"document": info["document"]})
+                recovered = snapshot(again, info["document"])["files"]
+                expected = disk if offer["edits"] == 0 else states[offer["version"]]
+                assert recovered == expected, ((name, nth), offer, sorted(recovered), sorted(expected))
+                if not offer["fileMatchesBase"]:
+                    again.call("document/resolveConflict", {"document": info["document"], "resolution": "mine"})
+                assert "result" in again.save(info["document"]).response
+                assert {path: data for path, data in tree(package).items() if data is not None} == recovered, (name, nth)
+            again.shutdown()
+        except AssertionError as failure:
+            wrong.append(str(failure).splitlines()[0][:400])
+    assert not wrong, (f"{len(wrong)} of {len(chosen)} kills left no state the user had", changes, wrong)
+    assert outcomes["old"] > 0 and outcomes["new"] > 0, (outcomes, chosen)
