@@ -58,6 +58,7 @@ extension PackageStore {
         if var active = journals[handle], active.bytes < active.limit, active.follow(op) {
             active.bytes += PackageJournalCodec.size(of: op)
             journals[handle] = active
+            journalBytesNoted[handle, default: 0] += PackageJournalCodec.size(of: op)
             let version = document.version
             writer.submit(.appendRecords(handle: handle, records: { PackageJournalCodec.change(op, version: version, unsaved: true, storeCount: storeCount) }))
             return
@@ -124,7 +125,27 @@ extension PackageStore {
             }
         }
         journals[handle] = active
+        // A managed journal's start carries a copy of the store, made on the journal's thread:
+        // counted at the working copy's size.
+        journalBytesNoted[handle, default: 0] += active.bytes + (database?.workingCopySize ?? 0)
         writer.submit(.startRecords(handle: handle, name: name, records: records))
+    }
+
+    /// The bytes handed to the package's journal since the last call, and the count starts again.
+    public func takeJournalBytes(_ handle: String) -> Int {
+        journalBytesNoted.removeValue(forKey: handle) ?? 0
+    }
+
+    /// Waits until every journal record handed over so far is written and flushed (at once).
+    public func flushJournal() async {
+        await journal?.flush()
+    }
+
+    /// After a change of `handle`: when its journal records took more than
+    /// `DocumentStore.largeChange`, waits until they are on disk (protocol §8.22), so that the
+    /// change is answered only once a kill can no longer lose it.
+    public func flushIfLarge(_ handle: String) async {
+        if takeJournalBytes(handle) > DocumentStore.largeChange { await flushJournal() }
     }
 
     /// The package is in sync with its tree, or closed: its journal goes.

@@ -87,6 +87,16 @@ final class DatabaseHandle: @unchecked Sendable {
         }
     }
 
+    /// The working copy's size on disk (with its WAL): what a copy of it in a journal weighs.
+    var workingCopySize: Int {
+        var total = 0
+        for path in [workingPath, workingPath + "-wal"] {
+            var info = stat()
+            if stat(path, &info) == 0 { total += Int(info.st_size) }
+        }
+        return total
+    }
+
     /// A copy of the working copy's content (as a published store) and the store's change count
     /// then, for a journal's state record; nil when it cannot be made. Blocks: the journal's thread.
     func snapshot() -> (count: Int64, bytes: [UInt8])? {
@@ -282,6 +292,9 @@ extension PackageStore {
             if executed.changed {
                 let version = apply(handle, PackageStep(change: .store, label: label), reason: .edited)
                 journalNote(handle, .store(changeset: changeset ?? [], label: label), wasUnsaved: wasUnsaved, storeCount: count)
+                // A large changeset (or the journal's start with the store's copy) is answered once
+                // it is on disk (§8.22).
+                await flushIfLarge(handle)
                 return (version, executed)
             }
             guard var current = documents[handle] else { throw .unknownDocument(handle) }

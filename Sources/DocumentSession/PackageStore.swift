@@ -58,6 +58,9 @@ public actor PackageStore {
     let journalDirectory: JournalDirectory?
     /// The journals this store writes, by handle.
     var journals: [String: PackageActiveJournal] = [:]
+    /// The bytes handed to each package's journal since the last ``takeJournalBytes(_:)``: a change
+    /// whose records are large is answered once they are on disk (`DocumentStore.largeChange`).
+    var journalBytesNoted: [String: Int] = [:]
     /// Dead servers' journals offered for open packages.
     var recoveries: [String: PackageRecoveryOffer] = [:]
     /// How many live servers hold journals of each open package.

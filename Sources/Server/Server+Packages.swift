@@ -109,9 +109,12 @@ extension Server {
 
     func writeEntry(_ params: WriteEntryRequest) async throws(ResponseError) -> VersionResult {
         try requirePackage(params.handle, "write entries")
-        return VersionResult(version: try await packageCall { () throws(DocumentError) in
+        let version = try await packageCall { () throws(DocumentError) in
             try await packages.writeEntry(params.handle, path: params.path, bytes: params.bytes, version: params.version, label: params.label)
-        })
+        }
+        // A large entry is answered once its journal record is on disk (§8.22).
+        await packages.flushIfLarge(params.handle)
+        return VersionResult(version: version)
     }
 
     func deleteEntry(_ params: DeleteEntryRequest) async throws(ResponseError) -> VersionResult {
@@ -190,9 +193,11 @@ extension Server {
     }
 
     func packageStep(_ handle: String, version: Int64?, undo: Bool) async throws(ResponseError) -> PackageStepResult {
-        PackageStepResult(step: try await packageCall { () throws(DocumentError) in
+        let step = try await packageCall { () throws(DocumentError) in
             undo ? try await packages.undo(handle, version: version) : try await packages.redo(handle, version: version)
-        })
+        }
+        await packages.flushIfLarge(handle)
+        return PackageStepResult(step: step)
     }
 
     func packageState(_ handle: String) async throws(ResponseError) -> PackageInfo {

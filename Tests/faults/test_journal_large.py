@@ -71,3 +71,50 @@ def test_small_edits_of_a_large_document_are_answered_without_waiting_for_the_di
     # answered without waiting for it.
     assert journal.stat().st_size == size
     sigkill(server)
+
+
+def test_a_large_package_entry_killed_as_it_is_answered_is_recovered(sandbox):
+    state = sandbox.root / "state"
+    package = sandbox.docs / "big.textbundle"
+    package.mkdir()
+    (package / "text.md").write_text("saved\n")
+    server = serve(sandbox, state)
+    handle = server.call("document/open", {"uri": uri(package)})["document"]
+    body = big_text("entry", 20 * MB)
+    version = server.call("document/writeEntry", {"document": handle, "path": "text.md", "text": body})["version"]
+    os.kill(server.pid, signal.SIGKILL)
+    assert server.wait_exit() == -signal.SIGKILL
+    server.kill()
+
+    after = serve(sandbox, state)
+    info = after.call("document/open", {"uri": uri(package)})
+    offer = info.get("recovery")
+    assert offer is not None and offer["version"] == version, info
+    after.call("document/recover", {"document": info["document"]})
+    read = after.call("document/readEntry", {"document": info["document"], "path": "text.md"})
+    assert read["text"] == body
+
+
+def test_the_first_change_of_a_large_managed_store_killed_as_it_is_answered_is_recovered(sandbox):
+    """The first change after an open starts the managed journal with a copy of the store (20 MB
+    here): answered once that copy is on disk."""
+    state = sandbox.root / "state"
+    package = sandbox.docs / "big.docpackage"
+    server = serve(sandbox, state)
+    migrations = ["CREATE TABLE t(id INTEGER PRIMARY KEY, x)",
+                  "INSERT INTO t(x) SELECT zeroblob(10000) FROM (WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT 2000) SELECT n FROM c)"]
+    handle = server.call("document/create", {"uri": uri(package), "kind": "managed", "storeOptions": {"migrations": migrations}})["document"]
+    server.call("document/close", {"document": handle})
+    handle = server.call("document/open", {"uri": uri(package), "kind": "managed", "storeOptions": {"migrations": migrations}})["document"]
+    done = server.call("store/execute", {"document": handle, "sql": "DELETE FROM t WHERE id = 7"})
+    os.kill(server.pid, signal.SIGKILL)
+    assert server.wait_exit() == -signal.SIGKILL
+    server.kill()
+
+    after = serve(sandbox, state)
+    info = after.call("document/open", {"uri": uri(package), "kind": "managed", "storeOptions": {"migrations": migrations}})
+    offer = info.get("recovery")
+    assert offer is not None and offer["version"] == done["version"], info
+    after.call("document/recover", {"document": info["document"]})
+    rows = after.call("store/query", {"document": info["document"], "sql": "SELECT count(*), sum(id = 7) FROM t"})["rows"]
+    assert rows == [[1999, 0]], rows
