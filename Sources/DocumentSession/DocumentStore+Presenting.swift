@@ -566,7 +566,8 @@ extension DocumentStore {
 
         // The disk's side: recorded by the watcher, or (a conflict a save found first) read now.
         var disk = presenter.conflicts[handle]
-        if disk == nil || disk?.text == nil {
+        let readNow = disk == nil || disk?.text == nil
+        if readNow {
             let path = documents[handle]!.path, encoding = documents[handle]!.encoding
             let read = await runOnOwnThread { Self.loadText(path: path, encoding: encoding) }
             guard documents[handle] != nil else { throw .unknownDocument(handle) }
@@ -621,6 +622,10 @@ extension DocumentStore {
         }
         presenter.conflicts[handle] = nil
         refreshLocator(handle)
+        // The file's text read now (the conflict a save found, or the file changed again since):
+        // kept as a conflict version too, before it is marked resolved, so that `mine` and the
+        // save after it never leave the other program's text nowhere (§8.21).
+        if readNow, let text = disk?.text { keepVersion(of: documents[handle]!.path, kind: .conflict, text: text) }
         markConflictVersionsResolved(handle)
         return (documents[handle]!.version, sent)
     }
