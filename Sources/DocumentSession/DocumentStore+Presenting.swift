@@ -94,11 +94,25 @@ extension DocumentStore {
                 for (other, path) in documents.values.map({ ($0.handle, $0.path) })
                 where other != handle && presenter.tokens[other] == nil {
                     watch(other, path: path)
+                    // Unwatched until now: changes made meanwhile are looked for.
+                    checkIfChangedSinceRead(other)
                 }
             }
         }
         watch(handle, path: document.path)
         presenter.locators[handle] = FileLocator(path: document.path)
+        checkIfChangedSinceRead(handle)
+    }
+
+    /// The file was read before its directory was watched: a change made in between (another
+    /// program writing 2 to 4 ms after an open) gave no event, and the document would show the
+    /// old text until a save was refused. Once the watch is there, the file is looked at again
+    /// (a stat), and checked as after an event when it is not the file read.
+    private func checkIfChangedSinceRead(_ handle: String) {
+        guard let document = documents[handle], presenter.tokens[handle] != nil else { return }
+        let now = FileIdentity.current(path: document.path)
+        let changed = document.deletedOnDisk ? now != nil : FileWatcher.classify(recorded: document.identity, now: now) != .unchanged
+        if changed { checkSoon(handle) }
     }
 
     /// Why the store's files are not watched now (nil: they are, or watching is off): the failure
