@@ -60,6 +60,9 @@ struct DiskVersion: Sendable {
     var identity: FileIdentity
     var loaded: LoadedText?
     var error: LoadError?
+    /// Another program's change of the file (a reload proposed to an editor), not a text the
+    /// session itself read back (the editor's own write, a revert proposed).
+    var external = false
 }
 
 /// How `resolveConflict` resolves.
@@ -494,7 +497,7 @@ extension DocumentStore {
 
     /// The file changed while the document has unsaved edits (or could not take it): the disk's
     /// version is kept, as a conflict version too, and the document gains `inConflict`.
-    private func recordConflict(_ handle: String, _ disk: DiskVersion, error: DocumentError) {
+    func recordConflict(_ handle: String, _ disk: DiskVersion, error: DocumentError) {
         presenter.conflicts[handle] = disk
         presenter.pendingReloads[handle] = nil
         change(handle, reason: .externalChange, error: error, always: true) { $0.state.insert(.inConflict) }

@@ -101,6 +101,15 @@ extension DocumentStore {
             change(handle, reason: .saveFailed, error: .save(error), autosave: autosave, always: true) { _ in }
             throw .save(error)
         }
+        if newPath == nil && !force, let conflict = presenter.conflicts[handle], documents[handle]!.state.contains(.inConflict),
+           FileWatcher.classify(recorded: document.identity, now: conflict.identity) == .unchanged {
+            // In conflict with the very file the document read (an editor's buffer that differed
+            // from it at didOpen, a recovered journal whose file changed before the open): the
+            // check of the file's identity cannot refuse this save, so it is refused here.
+            let error = SaveError.changedOnDisk(path: document.path, expected: document.identity, found: conflict.identity)
+            change(handle, reason: .externalChange, error: .save(error), autosave: autosave, always: true) { _ in }
+            throw .save(error)
+        }
         var directoryGuard: (@Sendable (Int32) -> Bool)? = nil
         if let roots { directoryGuard = { descriptor in roots.holds(descriptor: descriptor) } }
         // The file's content hash when the check for an external change needs it before the

@@ -43,6 +43,9 @@ struct Mirror: Sendable {
     /// text, and later changes, made against that text, are not applied until the editor sends its
     /// whole text (a change without a range) or writes the file (`didSave`: the file is its text).
     var diverged = false
+    /// The editor answered the last `workspace/applyEdit` without applying it (`applied: false`,
+    /// or an error), rather than not at all.
+    var refusedLastEdit = false
 }
 
 /// A text proposed to the editor (`workspace/applyEdit`), and what its arrival completes.
@@ -171,6 +174,10 @@ extension Server {
             }
             // Vim's empty buffer of an empty (or new) file is the file's text as the editor shows it.
             await store.settleIfSynced(handle)
+            // Otherwise the session cannot tell the user's edits from a file changed after the
+            // editor read it (the editor read the old text, the session the new): a save would write
+            // the editor's text over the other program's. A conflict: a diagnostic and a question.
+            await store.editorOpenedWithOtherText(handle)
         }
         if await store.recoveryOffer(handle) != nil {
             Task { await self.offerRecovery(uri) }
@@ -344,13 +351,24 @@ extension Server {
             return
         }
         guard let target = await store.pendingReloadText(mirror.handle),
-              let document = try? await store.document(mirror.handle),
-              !document.hasUnsavedChanges || mirror.lastReloadSent.map({ document.buffer == $0 }) == true else { return }
+              let document = try? await store.document(mirror.handle) else { return }
+        guard !document.hasUnsavedChanges || mirror.lastReloadSent.map({ document.buffer == $0 }) == true else {
+            // The user typed before the reload could be proposed: the buffer and the changed file
+            // are in conflict now, not a reload waiting for nobody.
+            await store.reloadNotTaken(mirror.handle)
+            return
+        }
         do throws(DocumentError) {
             let edits = try await store.edits(mirror.handle, toward: target, encoding: positionEncoding)
             guard editorSync.mirrors[uri]?.reloadProposals == serial else { return }
             editorSync.mirrors[uri]?.lastReloadSent = target
-            _ = await applyEdit(uri, edits, label: "Reloaded from disk")
+            if await applyEdit(uri, edits, label: "Reloaded from disk") == false, editorSync.mirrors[uri]?.reloadProposals == serial,
+               editorSync.mirrors[uri]?.refusedLastEdit == true {
+                // Refused (as VS Code refuses an edit of a version the user has typed past): a
+                // conflict at once, with its diagnostic and question, rather than a silent
+                // refusal found only when a save fails, or lost when the editor writes the file.
+                await store.reloadNotTaken(mirror.handle)
+            }
         } catch {
             logger.info("\(uri): the reload was not proposed: \(error)")
         }
@@ -542,12 +560,15 @@ extension Server {
         let change: JSONValue = ["textDocument": ["uri": .string(uri), "version": .integer(version)], "edits": .array(edits.map(Self.lspJSON))]
         editorSync.mirrors[uri]?.echoAwaited = true
         let answer = await sendRequest("workspace/applyEdit", ["label": .string(label), "edit": ["documentChanges": [change]]])
+        editorSync.mirrors[uri]?.refusedLastEdit = false
         switch answer {
         case .success(let result)?:
             if result["applied"] == .bool(true) { return true }
+            editorSync.mirrors[uri]?.refusedLastEdit = true
             editorSync.mirrors[uri]?.echoAwaited = false
             logger.warning("workspace/applyEdit (\(label)) of \(uri) not applied: \(result["failureReason"]?.stringValue ?? "no reason given")")
         case .failure(let error)?:
+            editorSync.mirrors[uri]?.refusedLastEdit = true
             editorSync.mirrors[uri]?.echoAwaited = false
             logger.warning("workspace/applyEdit (\(label)) of \(uri) failed: \(error.message)")
         case nil:
