@@ -168,7 +168,7 @@ extension DocumentStore {
     /// `takingItsText`: the document no longer holds the editor's text (a change was refused), and
     /// the file the editor just wrote is its text: the document takes it (one undoable step) and is
     /// clean.
-    public func editorSaved(_ handle: String, takingItsText: Bool = false) async throws(DocumentError) {
+    public func editorSaved(_ handle: String, takingItsText: Bool = false, overOpenedFile opened: FileIdentity? = nil) async throws(DocumentError) {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
         await acquire(handle)
         defer { release(handle) }
@@ -192,6 +192,12 @@ extension DocumentStore {
         let wasInConflict = now.state.contains(.inConflict)
         let overwrittenReload = presenter.pendingReloads[handle].flatMap { $0.external ? $0.text : nil }.flatMap { $0 == text ? nil : $0 }
         if let overwrittenReload { keepVersion(of: path, kind: .conflict, text: overwrittenReload) }
+        // The file read at didOpen, whose text differed from the editor's, written over before the
+        // difference was settled (``editorOpenedWithOtherText(_:readAs:)``): kept unless the
+        // editor wrote that very text (its own write racing didOpen).
+        let overwrittenOpen = opened.flatMap { FileWatcher.classify(recorded: $0, now: now.identity) == .unchanged ? now.syncedText : nil }
+            .flatMap { $0 == text ? nil : $0 }
+        if let overwrittenOpen { keepVersion(of: path, kind: .conflict, text: overwrittenOpen) }
         let clean = takingItsText || (now.buffer.isIdentical(to: current) ? equal : now.buffer == text)
             || Self.editorText(now.buffer, shows: text)
         let steps = takingItsText && !(now.buffer.isIdentical(to: current) && equal) ? TextDiff.edits(from: now.buffer, to: text) : []
@@ -209,7 +215,7 @@ extension DocumentStore {
         refreshLocator(handle)
         noteAttributes(handle)
         keepVersion(of: path, kind: .saved, text: text)
-        if wasInConflict || overwrittenReload != nil { keepQueuedVersions() }
+        if wasInConflict || overwrittenReload != nil || overwrittenOpen != nil { keepQueuedVersions() }
         hashInBackground(handle, buffer: text, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
     }
 
@@ -217,15 +223,21 @@ extension DocumentStore {
     /// edit of the user's from a file that changed after the editor read it (the editor read the
     /// old text, the session the new): a conflict to ask about, never unsaved edits to write over
     /// the file. The file's text, as the session read it, is its side (kept as a conflict version).
-    public func editorOpenedWithOtherText(_ handle: String) {
+    /// Answers whether the document is in conflict now.
+    /// `readAs`: the file's identity at didOpen; nothing happens once the document synced with
+    /// another file (the editor's own write, ``editorSaved(_:takingItsText:overOpenedFile:)``).
+    @discardableResult
+    public func editorOpenedWithOtherText(_ handle: String, readAs identity: FileIdentity) -> Bool {
         guard let document = documents[handle], document.hasUnsavedChanges, !document.deletedOnDisk,
-              !document.state.contains(.inConflict), presenter.conflicts[handle] == nil else { return }
+              !document.state.contains(.inConflict), presenter.conflicts[handle] == nil,
+              FileWatcher.classify(recorded: identity, now: document.identity) == .unchanged else { return false }
         let loaded = LoadedText(
             path: document.path, encoding: document.encoding, hasByteOrderMark: document.hasByteOrderMark,
             lineEnding: document.lineEnding, identity: document.identity)
         recordConflict(
             handle, DiskVersion(text: document.syncedText, identity: document.identity, loaded: loaded, error: nil),
             error: .save(.changedOnDisk(path: document.path, expected: document.identity, found: document.identity)))
+        return true
     }
 
     /// The editor did not take the reload proposed (`workspace/applyEdit` answered `applied:

@@ -1099,3 +1099,29 @@ def test_a_reload_the_editor_refuses_is_a_conflict_at_once_and_its_own_save_keep
         wait_until(lambda: len(theirs) in conflict_sizes(editor, path), 20, "the other program's text kept as a conflict version")
     finally:
         editor.client.kill()
+
+
+def test_the_editors_own_write_racing_did_open_is_not_a_conflict(place: Path) -> None:
+    """The other side of the test above, as Neovim does it: the editor writes a buffer it has just
+    attached and sends didSave at once, so the server reads the file after the write and sees the
+    editor's new text against the old one of didOpen. The didSave explains the difference: nothing
+    is asked, and the only version kept is the save's."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("written by the editor\n")  # the editor's write, before the server read the file
+    editor = Editor(place)
+    try:
+        editor.open(path, "one\n")
+        editor.change(path, [{"text": "written by the editor\n"}], "written by the editor\n")
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        # docsession.save settles a difference of didOpen at once (without the didSave, a conflict
+        # that refuses it: the test above): after the didSave there is none left.
+        response = editor.command("docsession.save", uri(path))
+        assert "result" in response, response
+        assert path.read_text() == "written by the editor\n"
+        wait_until(lambda: editor.command("docsession.versions", uri(path))["result"]["versions"], 20, "the saved version")
+        assert [v["kind"] for v in editor.command("docsession.versions", uri(path))["result"]["versions"]] == ["saved"]
+        assert not [m for m in editor.seen if m.get("method") == "window/showMessageRequest"]
+        published = [m for m in editor.seen if m.get("method") == "textDocument/publishDiagnostics"]
+        assert not [m for m in published if m["params"]["diagnostics"]], published
+    finally:
+        editor.client.kill()
