@@ -1125,3 +1125,30 @@ def test_the_editors_own_write_racing_did_open_is_not_a_conflict(place: Path) ->
         assert not [m for m in published if m["params"]["diagnostics"]], published
     finally:
         editor.client.kill()
+
+
+def test_the_editors_save_before_it_answers_a_reload_keeps_their_text(place: Path) -> None:
+    """Issue 34 point 11: the editor writes its buffer (`didSave`) while the server's reload
+    proposal still waits for its answer: the other program's text it wrote over is kept as a
+    conflict version (before, it was gone without a trace); the refusal that follows is no
+    conflict any more (the editor's file is the buffer's)."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("one\n")
+    theirs = "one\ntheirs, written by another program\n"
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        rewrite(path, theirs)
+        proposal = editor.next_request("workspace/applyEdit")
+        editor.type_at_end(path, "mine\n")
+        editor.write(path)  # before answering the proposal
+        editor.sync()
+        wait_until(lambda: len(theirs) in conflict_sizes(editor, path), 20, "the other program's text kept as a conflict version")
+        editor.answer(proposal, {"applied": False, "failureReason": "the document changed"})
+        response = editor.command("docsession.save", uri(path))  # in order after the answer: nothing to refuse
+        assert "result" in response, response
+        assert path.read_text() == "one\nmine\n"
+        assert not [m for m in editor.seen if m.get("method") == "window/showMessageRequest"]
+    finally:
+        editor.client.kill()
