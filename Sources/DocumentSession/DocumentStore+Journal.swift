@@ -350,6 +350,9 @@ extension DocumentStore {
                 path: before.path, encoding: before.encoding, hasByteOrderMark: before.hasByteOrderMark,
                 lineEnding: before.lineEnding, identity: before.identity)
             presenter.conflicts[handle] = DiskVersion(text: current, identity: before.identity, loaded: loaded, error: nil)
+            // A way into conflict like any (§8.21): the file's text, which `mine` and a save would
+            // overwrite, is kept as a conflict version.
+            keepVersion(of: before.path, kind: .conflict, text: current)
         }
         if matches { scheduleAutosave(handle) }
         return (documents[handle]!.version, sent, !matches)

@@ -22,6 +22,8 @@ extension DocumentStore {
     /// reaches it (``takeReloadIfReached(_:)``), and the edits go to the editor.
     func proposeReload(_ handle: String, _ disk: DiskVersion, steps: [AppliedEdit]) {
         guard let document = documents[handle] else { return }
+        var disk = disk
+        disk.external = true
         presenter.pendingReloads[handle] = disk
         let edits = Self.clientEdits(steps, against: document.buffer, encoding: presenter.positionEncoding)
         events(DocumentEvent(
@@ -166,7 +168,7 @@ extension DocumentStore {
     /// `takingItsText`: the document no longer holds the editor's text (a change was refused), and
     /// the file the editor just wrote is its text: the document takes it (one undoable step) and is
     /// clean.
-    public func editorSaved(_ handle: String, takingItsText: Bool = false) async throws(DocumentError) {
+    public func editorSaved(_ handle: String, takingItsText: Bool = false, overOpenedFile opened: FileIdentity? = nil) async throws(DocumentError) {
         guard documents[handle] != nil else { throw .unknownDocument(handle) }
         await acquire(handle)
         defer { release(handle) }
@@ -182,6 +184,20 @@ extension DocumentStore {
         case .success(let found): (text, file, equal) = found
         case .failure(let error): throw error
         }
+        // The editor wrote over another program's text: a conflict's (kept when it began), or a
+        // reload proposed and not taken yet (the editor saved before it, or refused it while the
+        // user typed): that text is kept as a conflict version now, if the editor's write is not
+        // it. Either way the versions queued so far are kept whatever comes after (a later
+        // conflict's version must not take the place of one not written yet).
+        let wasInConflict = now.state.contains(.inConflict)
+        let overwrittenReload = presenter.pendingReloads[handle].flatMap { $0.external ? $0.text : nil }.flatMap { $0 == text ? nil : $0 }
+        if let overwrittenReload { keepVersion(of: path, kind: .conflict, text: overwrittenReload) }
+        // The file read at didOpen, whose text differed from the editor's, written over before the
+        // difference was settled (``editorOpenedWithOtherText(_:readAs:)``): kept unless the
+        // editor wrote that very text (its own write racing didOpen).
+        let overwrittenOpen = opened.flatMap { FileWatcher.classify(recorded: $0, now: now.identity) == .unchanged ? now.syncedText : nil }
+            .flatMap { $0 == text ? nil : $0 }
+        if let overwrittenOpen { keepVersion(of: path, kind: .conflict, text: overwrittenOpen) }
         let clean = takingItsText || (now.buffer.isIdentical(to: current) ? equal : now.buffer == text)
             || Self.editorText(now.buffer, shows: text)
         let steps = takingItsText && !(now.buffer.isIdentical(to: current) && equal) ? TextDiff.edits(from: now.buffer, to: text) : []
@@ -199,7 +215,42 @@ extension DocumentStore {
         refreshLocator(handle)
         noteAttributes(handle)
         keepVersion(of: path, kind: .saved, text: text)
+        if wasInConflict || overwrittenReload != nil || overwrittenOpen != nil { keepQueuedVersions() }
         hashInBackground(handle, buffer: text, encoding: file.encoding, byteOrderMark: file.hasByteOrderMark, identity: file.identity)
+    }
+
+    /// The editor's buffer differed from the file at `didOpen` while the session could not tell an
+    /// edit of the user's from a file that changed after the editor read it (the editor read the
+    /// old text, the session the new): a conflict to ask about, never unsaved edits to write over
+    /// the file. The file's text, as the session read it, is its side (kept as a conflict version).
+    /// Answers whether the document is in conflict now.
+    /// `readAs`: the file's identity at didOpen; nothing happens once the document synced with
+    /// another file (the editor's own write, ``editorSaved(_:takingItsText:overOpenedFile:)``).
+    @discardableResult
+    public func editorOpenedWithOtherText(_ handle: String, readAs identity: FileIdentity) -> Bool {
+        guard let document = documents[handle], document.hasUnsavedChanges, !document.deletedOnDisk,
+              !document.state.contains(.inConflict), presenter.conflicts[handle] == nil,
+              FileWatcher.classify(recorded: identity, now: document.identity) == .unchanged else { return false }
+        let loaded = LoadedText(
+            path: document.path, encoding: document.encoding, hasByteOrderMark: document.hasByteOrderMark,
+            lineEnding: document.lineEnding, identity: document.identity)
+        recordConflict(
+            handle, DiskVersion(text: document.syncedText, identity: document.identity, loaded: loaded, error: nil),
+            error: .save(.changedOnDisk(path: document.path, expected: document.identity, found: document.identity)))
+        return true
+    }
+
+    /// The editor did not take the reload proposed (`workspace/applyEdit` answered `applied:
+    /// false`, as VS Code does when the user typed meanwhile), or the user typed before it could be
+    /// proposed: the buffer and the file differ, and neither may simply win. The document is in
+    /// conflict with the file's text proposed (kept as a conflict version), at once. Answers
+    /// whether it is (nothing when no reload waits, or the document holds its text already).
+    @discardableResult
+    public func reloadNotTaken(_ handle: String) -> Bool {
+        guard let pending = presenter.pendingReloads[handle], pending.external, let text = pending.text, let document = documents[handle],
+              document.buffer != text else { return false }
+        recordConflict(handle, pending, error: .save(.changedOnDisk(path: document.path, expected: document.identity, found: pending.identity)))
+        return true
     }
 
     /// The text a dead server's journal offered for the document would bring back, if one is.

@@ -60,6 +60,9 @@ struct DiskVersion: Sendable {
     var identity: FileIdentity
     var loaded: LoadedText?
     var error: LoadError?
+    /// Another program's change of the file (a reload proposed to an editor), not a text the
+    /// session itself read back (the editor's own write, a revert proposed).
+    var external = false
 }
 
 /// How `resolveConflict` resolves.
@@ -94,11 +97,25 @@ extension DocumentStore {
                 for (other, path) in documents.values.map({ ($0.handle, $0.path) })
                 where other != handle && presenter.tokens[other] == nil {
                     watch(other, path: path)
+                    // Unwatched until now: changes made meanwhile are looked for.
+                    checkIfChangedSinceRead(other)
                 }
             }
         }
         watch(handle, path: document.path)
         presenter.locators[handle] = FileLocator(path: document.path)
+        checkIfChangedSinceRead(handle)
+    }
+
+    /// The file was read before its directory was watched: a change made in between (another
+    /// program writing 2 to 4 ms after an open) gave no event, and the document would show the
+    /// old text until a save was refused. Once the watch is there, the file is looked at again
+    /// (a stat), and checked as after an event when it is not the file read.
+    private func checkIfChangedSinceRead(_ handle: String) {
+        guard let document = documents[handle], presenter.tokens[handle] != nil else { return }
+        let now = FileIdentity.current(path: document.path)
+        let changed = document.deletedOnDisk ? now != nil : FileWatcher.classify(recorded: document.identity, now: now) != .unchanged
+        if changed { checkSoon(handle) }
     }
 
     /// Why the store's files are not watched now (nil: they are, or watching is off): the failure
@@ -480,7 +497,7 @@ extension DocumentStore {
 
     /// The file changed while the document has unsaved edits (or could not take it): the disk's
     /// version is kept, as a conflict version too, and the document gains `inConflict`.
-    private func recordConflict(_ handle: String, _ disk: DiskVersion, error: DocumentError) {
+    func recordConflict(_ handle: String, _ disk: DiskVersion, error: DocumentError) {
         presenter.conflicts[handle] = disk
         presenter.pendingReloads[handle] = nil
         let tooLarge = if case .load(.fileSystem(let failure)) = error { failure.isTooLarge } else { false }
@@ -570,7 +587,8 @@ extension DocumentStore {
 
         // The disk's side: recorded by the watcher, or (a conflict a save found first) read now.
         var disk = presenter.conflicts[handle]
-        if disk == nil || disk?.text == nil {
+        let readNow = disk == nil || disk?.text == nil
+        if readNow {
             let path = documents[handle]!.path, encoding = documents[handle]!.encoding
             let read = await runOnOwnThread { Self.loadText(path: path, encoding: encoding) }
             guard documents[handle] != nil else { throw .unknownDocument(handle) }
@@ -625,6 +643,10 @@ extension DocumentStore {
         }
         presenter.conflicts[handle] = nil
         refreshLocator(handle)
+        // The file's text read now (the conflict a save found, or the file changed again since):
+        // kept as a conflict version too, before it is marked resolved, so that `mine` and the
+        // save after it never leave the other program's text nowhere (§8.21).
+        if readNow, let text = disk?.text { keepVersion(of: documents[handle]!.path, kind: .conflict, text: text) }
         markConflictVersionsResolved(handle)
         return (documents[handle]!.version, sent)
     }

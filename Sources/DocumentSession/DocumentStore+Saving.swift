@@ -101,6 +101,15 @@ extension DocumentStore {
             change(handle, reason: .saveFailed, error: .save(error), autosave: autosave, always: true) { _ in }
             throw .save(error)
         }
+        if newPath == nil && !force, let conflict = presenter.conflicts[handle], documents[handle]!.state.contains(.inConflict),
+           FileWatcher.classify(recorded: document.identity, now: conflict.identity) == .unchanged {
+            // In conflict with the very file the document read (an editor's buffer that differed
+            // from it at didOpen, a recovered journal whose file changed before the open): the
+            // check of the file's identity cannot refuse this save, so it is refused here.
+            let error = SaveError.changedOnDisk(path: document.path, expected: document.identity, found: conflict.identity)
+            change(handle, reason: .externalChange, error: .save(error), autosave: autosave, always: true) { _ in }
+            throw .save(error)
+        }
         var directoryGuard: (@Sendable (Int32) -> Bool)? = nil
         if let roots { directoryGuard = { descriptor in roots.holds(descriptor: descriptor) } }
         // The file's content hash when the check for an external change needs it before the
@@ -129,7 +138,16 @@ extension DocumentStore {
         let synced = newPath == nil ? document.syncedText : nil
         let unchangedFile = newPath == nil && encoding == document.encoding && byteOrderMark == document.hasByteOrderMark
             ? document.identity : nil
+        // The file's own text when this save finds that another program changed it: refused
+        // (-32017), or overwritten by a forced save. It is kept as a conflict version before any
+        // way out of the conflict can overwrite it (§8.21): a conflict the save found first was
+        // otherwise kept by nobody (without the watcher, always), and `resolveConflict mine` or
+        // a forced save then destroyed the other program's text.
+        let displacedRead = newPath == nil
+            ? DisplacedRead(path: document.path, identity: document.identity, encoding: document.encoding, fileGuard: readGuard)
+            : nil
         var outcome: Result<SafeSave.Outcome, SaveError>
+        var displaced: TextBuffer? = nil
         waiting: while true {
             // A large save runs at a lower priority (nice 10): on two cores the client, the thread
             // answering edits and the save compete, and typing should win; a small one is over
@@ -158,16 +176,20 @@ extension DocumentStore {
                         SafeSave.sweepStaleTempFiles(
                             nextTo: (try? SafeSave.resolveSymlinks(request.path)) ?? request.path, directoryGuard: request.directoryGuard)
                     }
+                    // A forced save over a file another program changed: its text first.
+                    let overwritten = force ? displacedRead?.textIfChanged(synced: synced) : nil
                     return .finished(.success(try SafeSave.save(request, progress: { progress($0, total) }, isCancelled: isCancelled) { (sink) throws(SaveError) in
                         try snapshot.write(to: sink, encoding: encoding, byteOrderMark: byteOrderMark)
-                    }))
+                    }), displaced: overwritten)
                 } catch {
+                    if case .changedOnDisk = error { return .finished(.failure(error), displaced: displacedRead?.textIfChanged(synced: synced)) }
                     return .finished(.failure(error))
                 }
             }
             switch step {
-            case .finished(let result):
+            case .finished(let result, let found):
                 outcome = result
+                displaced = found
                 break waiting
             case .waitForLock(let pending, let returned):
                 do throws(FileSystemError) {
@@ -193,6 +215,9 @@ extension DocumentStore {
             }
             let released = releasesEditing ? releaseEditing(handle) : []
             let oldPath = document.path
+            // The other program's text this forced save replaced, before the save's own version
+            // (and before the forced save marks the conflict versions resolved, this one too).
+            if let displaced { keepVersion(of: oldPath, kind: .conflict, text: displaced) }
             // A save as is news even when no flag changes (nothing was unsaved): the document's
             // file is another one, and the other holders of a shared document learn it here.
             change(handle, reason: .saved, autosave: autosave, always: newPath != nil) { document in
@@ -237,6 +262,10 @@ extension DocumentStore {
             change(handle, reason: reason, error: reason == .saveCancelled ? nil : .save(error), autosave: autosave, always: reason != .saveCancelled) { document in
                 document.state.subtract(released.union(.progressAvailable))
                 document.state.formUnion(added)
+            }
+            // The conflict this save found: the file's text is kept now, before any way out.
+            if added.contains(.inConflict), let displaced, let path = documents[handle]?.path {
+                keepVersion(of: path, kind: .conflict, text: displaced)
             }
             if case .changedOnDisk = error, added.isEmpty, watchFiles { checkSoon(handle) }
             // Refused for want of permission (a chmod, an ACL, `chattr +i`, a read-only remount
@@ -675,6 +704,25 @@ public struct ExclusiveTicket: Sendable {
 /// What one run of a save's thread came to: the save's outcome, or the file's lock found held by
 /// another process, to be waited for off the thread before the save runs again with it.
 enum SaveStep: Sendable {
-    case finished(Result<SafeSave.Outcome, SaveError>)
+    /// `displaced`: the text of the file another program changed, that the save found (refused,
+    /// or overwritten by force).
+    case finished(Result<SafeSave.Outcome, SaveError>, displaced: TextBuffer? = nil)
     case waitForLock(FileLocks.Pending, HandOver<SafeSave.Request>)
+}
+
+/// Reads, on a save's thread, the text of the document's file when another program changed it
+/// since the document last read or saved it (nil: unchanged, the same text, or not readable as text).
+struct DisplacedRead: Sendable {
+    let path: String
+    let identity: FileIdentity
+    let encoding: TextEncoding
+    let fileGuard: (@Sendable (Int32) -> Bool)?
+
+    /// `synced`: the text last synced with the file (the caller's: a save holds it already).
+    func textIfChanged(synced: TextBuffer?) -> TextBuffer? {
+        guard let now = FileIdentity.current(path: path), FileWatcher.classify(recorded: identity, now: now) != .unchanged,
+              case .success(let (text, _)) = DocumentStore.loadText(path: path, encoding: encoding, fileGuard: fileGuard),
+              text != synced else { return nil }
+        return text
+    }
 }

@@ -30,6 +30,14 @@ extension DocumentStore {
         }
     }
 
+    /// The versions queued so far are written whatever is queued after: none gives way to a newer
+    /// one of its file and kind (``VersionWriteQueue``). After a way out of a conflict that marks
+    /// nothing resolved (an editor's own save over it), so that the next conflict's version does
+    /// not take the place of one not written yet.
+    func keepQueuedVersions() {
+        versionWrites?.run { _ in }
+    }
+
     /// Thins the file's versions by age (``VersionStore/thin(documentPath:)``) in the background,
     /// after the writes queued before: at an open, so that a file opened again long after its last
     /// save does not keep its last hour of versions until its next save. The documents open here

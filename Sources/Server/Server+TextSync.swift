@@ -43,6 +43,12 @@ struct Mirror: Sendable {
     /// text, and later changes, made against that text, are not applied until the editor sends its
     /// whole text (a change without a range) or writes the file (`didSave`: the file is its text).
     var diverged = false
+    /// The editor answered the last `workspace/applyEdit` without applying it (`applied: false`,
+    /// or an error), rather than not at all.
+    var refusedLastEdit = false
+    /// The buffer differed from its file at didOpen, and nothing has settled it yet: the file's
+    /// identity then (see ``Server/settleOpen(_:)``).
+    var unsettledOpen: FileIdentity?
 }
 
 /// A text proposed to the editor (`workspace/applyEdit`), and what its arrival completes.
@@ -171,6 +177,20 @@ extension Server {
             }
             // Vim's empty buffer of an empty (or new) file is the file's text as the editor shows it.
             await store.settleIfSynced(handle)
+            // Otherwise the session cannot tell the user's edits from a file changed after the
+            // editor read it (the editor read the old text, the session the new): a save would
+            // write the editor's text over the other program's. It is a conflict, unless the
+            // editor's own write explains it: Neovim writes a buffer it has just attached and
+            // sends didSave at once, and the session, reading the file after the write, sees the
+            // editor's new text against the old one of didOpen. Settled after a short while (or
+            // at once by docsession.save), unless a didSave came first.
+            if let opened = try? await store.document(handle), opened.hasUnsavedChanges, !opened.deletedOnDisk {
+                editorSync.mirrors[uri]?.unsettledOpen = opened.identity
+                Task {
+                    try? await Task.sleep(for: Self.openSettling)
+                    await self.settleOpen(uri)
+                }
+            }
         }
         if await store.recoveryOffer(handle) != nil {
             Task { await self.offerRecovery(uri) }
@@ -226,8 +246,11 @@ extension Server {
         guard let mirror = editorSync.mirrors[params.document.uri] else { return ignore(params, "\(params.document.uri) is not open (no didOpen)") }
         do throws(DocumentError) {
             // After a refused change the file is the editor's text: the session takes it.
-            try await store.editorSaved(mirror.handle, takingItsText: mirror.diverged)
+            // A difference at didOpen not settled yet: the file the editor wrote over is kept as
+            // a conflict version if its text is not the editor's.
+            try await store.editorSaved(mirror.handle, takingItsText: mirror.diverged, overOpenedFile: mirror.unsettledOpen)
             editorSync.mirrors[params.document.uri]?.diverged = false
+            editorSync.mirrors[params.document.uri]?.unsettledOpen = nil
         } catch {
             logger.warning("\(DidSaveTextDocumentNotification.method): \(params.document.uri): the file written could not be read back: \(error)")
         }
@@ -327,6 +350,21 @@ extension Server {
         writer.send(Notification(method: "window/logMessage", params: ["type": .integer(type.rawValue), "message": .string(message)]))
     }
 
+    /// How long a buffer that differed from its file at didOpen waits for the editor's didSave that
+    /// would explain it before it is a conflict.
+    static let openSettling: Duration = .milliseconds(300)
+
+    /// The buffer differed from its file at didOpen and no didSave explained it: the session is in
+    /// conflict with the file it read then (diagnostic, question, the file's text kept), unless it
+    /// synced with another file since.
+    func settleOpen(_ uri: String) async {
+        guard let mirror = editorSync.mirrors[uri], let identity = mirror.unsettledOpen else { return }
+        editorSync.mirrors[uri]?.unsettledOpen = nil
+        if await store.editorOpenedWithOtherText(mirror.handle, readAs: identity) {
+            logger.info("\(uri): the editor's text differed from the file's at didOpen: a conflict")
+        }
+    }
+
     /// How long a reload proposed by the store waits for a newer one before it goes to the editor.
     static let reloadSettling: Duration = .milliseconds(100)
 
@@ -344,13 +382,24 @@ extension Server {
             return
         }
         guard let target = await store.pendingReloadText(mirror.handle),
-              let document = try? await store.document(mirror.handle),
-              !document.hasUnsavedChanges || mirror.lastReloadSent.map({ document.buffer == $0 }) == true else { return }
+              let document = try? await store.document(mirror.handle) else { return }
+        guard !document.hasUnsavedChanges || mirror.lastReloadSent.map({ document.buffer == $0 }) == true else {
+            // The user typed before the reload could be proposed: the buffer and the changed file
+            // are in conflict now, not a reload waiting for nobody.
+            if await store.reloadNotTaken(mirror.handle) { logger.info("\(uri): typed over before the reload was proposed: a conflict") }
+            return
+        }
         do throws(DocumentError) {
             let edits = try await store.edits(mirror.handle, toward: target, encoding: positionEncoding)
             guard editorSync.mirrors[uri]?.reloadProposals == serial else { return }
             editorSync.mirrors[uri]?.lastReloadSent = target
-            _ = await applyEdit(uri, edits, label: "Reloaded from disk")
+            if await applyEdit(uri, edits, label: "Reloaded from disk") == false, editorSync.mirrors[uri]?.reloadProposals == serial,
+               editorSync.mirrors[uri]?.refusedLastEdit == true {
+                // Refused (as VS Code refuses an edit of a version the user has typed past): a
+                // conflict at once, with its diagnostic and question, rather than a silent
+                // refusal found only when a save fails, or lost when the editor writes the file.
+                if await store.reloadNotTaken(mirror.handle) { logger.info("\(uri): the reload was not applied: a conflict") }
+            }
         } catch {
             logger.info("\(uri): the reload was not proposed: \(error)")
         }
@@ -542,12 +591,15 @@ extension Server {
         let change: JSONValue = ["textDocument": ["uri": .string(uri), "version": .integer(version)], "edits": .array(edits.map(Self.lspJSON))]
         editorSync.mirrors[uri]?.echoAwaited = true
         let answer = await sendRequest("workspace/applyEdit", ["label": .string(label), "edit": ["documentChanges": [change]]])
+        editorSync.mirrors[uri]?.refusedLastEdit = false
         switch answer {
         case .success(let result)?:
             if result["applied"] == .bool(true) { return true }
+            editorSync.mirrors[uri]?.refusedLastEdit = true
             editorSync.mirrors[uri]?.echoAwaited = false
             logger.warning("workspace/applyEdit (\(label)) of \(uri) not applied: \(result["failureReason"]?.stringValue ?? "no reason given")")
         case .failure(let error)?:
+            editorSync.mirrors[uri]?.refusedLastEdit = true
             editorSync.mirrors[uri]?.echoAwaited = false
             logger.warning("workspace/applyEdit (\(label)) of \(uri) failed: \(error.message)")
         case nil:
@@ -619,6 +671,8 @@ extension Server {
         let store = store
         switch params.command {
         case .save:
+            // A difference at didOpen is settled first: a conflict refuses the save.
+            await settleOpen(uri)
             // The text is taken now, in request order: the editor's version now is the one saved.
             let ticket: SaveTicket
             do throws(DocumentError) {

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import pytest
 
-from faultkit import Server, check_error_detail, check_saved, text, uri, wait_until, write_file
+from faultkit import CHANGED_ON_DISK, Server, check_error_detail, check_saved, text, uri, wait_until, write_file
 from rpc_client import RpcClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python"))
@@ -729,6 +729,42 @@ def test_file_changed_on_disk_after_the_kill_recovers_in_conflict_and_merges(san
     check_saved(recovering, recovering.save(handle))
     assert path.read_text() == merged
     wait_for_no_journal(state)  # saved: nothing unsaved, no journal
+
+
+
+def test_a_recovery_in_conflict_refuses_a_plain_save_and_keeps_the_files_text(sandbox):
+    """Issue 34 point 3: a recovery whose file changed since the journal's base is a conflict, but
+    the document's identity is the file's (read at the open), so the save's check of the file could
+    not refuse: a save without force wrote the recovered text over the other program's. Now it is
+    refused (-32017) like any save in conflict, and the file's text is a conflict version."""
+    state = sandbox.root / "state"
+    path = write_file(sandbox.docs / "doc.txt", ORIGINAL)
+    server = serve(sandbox, state)
+    editor = Editor(server, path)
+    editor.edit([{"range": span(0, 0, 0, 5), "text": "ALPHA (mine)"}])
+    mine = editor.text
+    wait_for_journal(state, editor.version)
+    sigkill(server)
+    theirs = ORIGINAL.replace("epsilon", "EPSILON (theirs)")
+    path.write_text(theirs)  # another program, after the kill
+
+    recovering = serve(sandbox, state)
+    handle = recovering.open(path)["document"]
+    _, result = recover(recovering, handle)
+    assert result["inConflict"] is True and recovering.read(handle) == mine, result
+    refused = recovering.save(handle)
+    assert refused.error["code"] == CHANGED_ON_DISK, refused.response
+    assert path.read_text() == theirs  # not overwritten
+    assert "inConflict" in recovering.state(handle)["state"]
+
+    def kept() -> list[str]:
+        return [recovering.call("document/readVersion", {"document": handle, "id": version["id"]})["text"]
+                for version in recovering.call("document/versions", {"document": handle})["versions"] if version["kind"] == "conflict"]
+
+    wait_until(lambda: theirs in kept(), timeout=20, what="the file's text kept as a conflict version")
+    # The ways out are as for any conflict: a forced save writes the recovered text.
+    check_saved(recovering, recovering.save(handle, force=True))
+    assert path.read_text() == mine
 
 
 # -- 4. two servers on one file ----------------------------------------------------------------------

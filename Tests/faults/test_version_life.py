@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import pytest
 
-from faultkit import Server, uri, wait_until, write_file
+from faultkit import CHANGED_ON_DISK, Server, uri, wait_until, write_file
 from rpc_client import end_daemons
 
 UNKNOWN_VERSION = -32020
 INVALID_PARAMS = -32602
 
 
-def serve(sandbox, encoding: str | None = None) -> Server:
+def serve(sandbox, encoding: str | None = None, watch: bool = True) -> Server:
     initialization: dict = {}
     if encoding is not None:
         initialization["capabilities"] = {"general": {"positionEncodings": [encoding]}}
-    return sandbox.start(args=("serve", "--no-file-locks", "--state-dir", str(sandbox.root / "state")),
+    return sandbox.start(args=("serve", "--no-file-locks", "--state-dir", str(sandbox.root / "state"), *(() if watch else ("--no-watch",))),
                          initialization=initialization)
 
 
@@ -258,3 +258,71 @@ def test_versions_are_thinned_when_the_file_is_opened_again_long_after_its_last_
     [kept] = versions(again, reopened)
     assert kept["id"].split("-", 1)[1] == newest.split("-", 1)[1], (kept, newest)
     assert again.call("document/readVersion", {"document": reopened, "id": kept["id"]})["text"] == "entry 3\n"
+
+
+def conflict_versions(server: Server, document: str) -> dict[str, dict]:
+    """The document's kept conflict versions, by their text."""
+    return {server.call("document/readVersion", {"document": document, "id": version["id"]})["text"]: version
+            for version in versions(server, document) if version["kind"] == "conflict"}
+
+
+ROUNDS = 10
+
+
+@pytest.mark.parametrize("way_out", ["resolveConflict mine", "save force"])
+@pytest.mark.parametrize("watch", [False, True], ids=["no-watch", "watch"])
+def test_every_text_a_way_out_of_a_conflict_overwrites_is_kept_first(sandbox, watch, way_out):
+    """Issue 34 point 3 (§8.21): whichever way the conflict was found (the save's -32017, always
+    without the watcher, and with it when the client saves at once; or the watcher), the file's
+    text is kept as a conflict version before `resolveConflict mine` and a save, or a forced save,
+    overwrites it. Each round another program writes the file twice (the second time after the
+    save was refused), the client saves at once, and settles; every text its successful save
+    replaced must be among the conflict versions, all resolved. Before, without the watcher no
+    round kept anything, and `mine` took the file as it was then, unseen."""
+    path = write_file(sandbox.docs / "shared.txt", "base\n")
+    server = serve(sandbox, watch=watch)
+    document = server.open(path)["document"]
+    overwritten: list[str] = []
+    for round in range(ROUNDS):
+        set_text(server, document, f"mine {round}\n")
+        path.write_text(f"theirs {round}\n")  # another program, while the document has unsaved edits
+        refused = server.save(document)  # at once: the save may find the change before the watcher
+        assert refused.error["code"] == CHANGED_ON_DISK, refused.response
+        assert "inConflict" in server.state(document)["state"]
+        path.write_text(f"theirs {round} again\n")  # and once more, before the client settles
+        for _ in range(5):
+            before = path.read_text()
+            if way_out == "save force":
+                reply = server.save(document, force=True)
+            else:
+                if "inConflict" in server.state(document)["state"]:
+                    assert server.call("document/resolveConflict", {"document": document, "resolution": "mine"})["resolved"] is True
+                reply = server.save(document)  # refused again only if the file changed after the resolution
+            if reply.ok:
+                overwritten.append(before)
+                break
+            assert reply.error["code"] == CHANGED_ON_DISK, reply.response
+        else:
+            raise AssertionError(f"round {round}: no save went through")
+        assert path.read_text() == f"mine {round}\n"
+
+    def all_kept_and_resolved() -> bool:
+        kept = conflict_versions(server, document)
+        return all(text in kept for text in overwritten) and all(version["resolved"] for version in kept.values())
+
+    wait_until(all_kept_and_resolved, timeout=20,
+               what=f"a resolved conflict version of each text overwritten: {overwritten}; kept {sorted(conflict_versions(server, document))}")
+
+
+def test_a_forced_save_over_a_file_changed_unseen_keeps_the_files_text(sandbox):
+    """Issue 34 point 3: without the watcher nothing reports the change; a forced save of the
+    (clean) document overwrites the other program's text, which is kept first, resolved."""
+    path = write_file(sandbox.docs / "shared.txt", "base\n")
+    server = serve(sandbox, watch=False)
+    document = server.open(path)["document"]
+    path.write_text("theirs, never seen\n")
+    save(server, document, force=True)
+    assert path.read_text() == "base\n"
+    # Kept, then marked resolved by the forced save (both written in the background, in order).
+    wait_until(lambda: conflict_versions(server, document).get("theirs, never seen\n", {}).get("resolved") is True, timeout=20,
+               what=f"the overwritten text kept as a resolved conflict version: {conflict_versions(server, document)}")

@@ -1035,3 +1035,120 @@ def test_with_roots_a_new_buffer_inside_is_journaled_and_a_link_at_its_name_is_n
         assert not journal_holds(place, "must not leave the roots")
     finally:
         editor.client.kill()
+
+
+def conflict_sizes(editor: Editor, path: Path) -> list[int]:
+    """The sizes of the buffer's kept conflict versions (`docsession.versions`)."""
+    versions = editor.command("docsession.versions", uri(path))["result"]["versions"]
+    return [version["size"] for version in versions if version["kind"] == "conflict"]
+
+
+def test_a_buffer_that_differs_from_the_file_at_did_open_is_a_conflict_not_edits_to_write(place: Path) -> None:
+    """Issue 34 point 11 (found by the pytest-lsp client): another program writes the file between
+    the editor's read and its `didOpen`, so the editor's text is the old one and the server reads
+    the new. The difference was taken as the user's unsaved edits, and `docsession.save` wrote the
+    old text over the other program's (20 of 20). It is a conflict: diagnostic, question, the save
+    refused, the file's text kept as a conflict version."""
+    path = place / "docs" / "notes.txt"
+    theirs = "their new text\n"
+    path.write_text(theirs)  # written after the editor read "the old text"
+    editor = Editor(place)
+    try:
+        editor.open(path, "the old text\n")
+        question = editor.next_request("window/showMessageRequest", timeout=20)
+        assert [a["title"] for a in question["params"]["actions"]] == ["Keep mine", "Take theirs", "Merge"]
+        published = [m for m in editor.seen if m.get("method") == "textDocument/publishDiagnostics"]
+        assert published and published[-1]["params"]["diagnostics"], published
+        refused = editor.command("docsession.save", uri(path))
+        assert refused.get("error", {}).get("code") == -32017, refused
+        assert path.read_text() == theirs
+        wait_until(lambda: len(theirs) in conflict_sizes(editor, path), 20, "the file's text kept as a conflict version")
+        editor.answer(question, {"title": "Take theirs"})
+        editor.apply(editor.next_request("workspace/applyEdit"))
+        assert editor.text(path) == theirs
+        assert editor.next_notification("textDocument/publishDiagnostics")["params"]["diagnostics"] == []
+    finally:
+        editor.client.kill()
+
+
+def test_a_reload_the_editor_refuses_is_a_conflict_at_once_and_its_own_save_keeps_their_text(place: Path) -> None:
+    """Issue 34 point 11: the server proposes a reload, the user types meanwhile and the editor
+    answers `{applied: false}` (as VS Code does). Nothing was said until `docsession.save` failed,
+    and when the editor wrote the file itself (`didSave`) the other program's text was gone without
+    a trace. Now the refusal is a conflict at once (diagnostic and question), and the other
+    program's text is a conflict version when the editor writes over it."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("one\n")
+    theirs = "one\ntheirs, written by another program\n"
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        rewrite(path, theirs)
+        proposal = editor.next_request("workspace/applyEdit")
+        assert proposal["params"]["label"] == "Reloaded from disk"
+        editor.type_at_end(path, "mine\n")  # the user types before the editor answers
+        editor.answer(proposal, {"applied": False, "failureReason": "the document changed"})
+        question = editor.next_request("window/showMessageRequest", timeout=20)
+        assert [a["title"] for a in question["params"]["actions"]] == ["Keep mine", "Take theirs", "Merge"]
+        published = [m for m in editor.seen if m.get("method") == "textDocument/publishDiagnostics"]
+        assert published and published[-1]["params"]["diagnostics"], published
+        editor.write(path)  # the editor writes its buffer over the file itself
+        editor.sync()
+        assert path.read_text() == "one\nmine\n"
+        wait_until(lambda: len(theirs) in conflict_sizes(editor, path), 20, "the other program's text kept as a conflict version")
+    finally:
+        editor.client.kill()
+
+
+def test_the_editors_own_write_racing_did_open_is_not_a_conflict(place: Path) -> None:
+    """The other side of the test above, as Neovim does it: the editor writes a buffer it has just
+    attached and sends didSave at once, so the server reads the file after the write and sees the
+    editor's new text against the old one of didOpen. The didSave explains the difference: nothing
+    is asked, and the only version kept is the save's."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("written by the editor\n")  # the editor's write, before the server read the file
+    editor = Editor(place)
+    try:
+        editor.open(path, "one\n")
+        editor.change(path, [{"text": "written by the editor\n"}], "written by the editor\n")
+        editor.client.notify("textDocument/didSave", {"textDocument": {"uri": uri(path)}})
+        # docsession.save settles a difference of didOpen at once (without the didSave, a conflict
+        # that refuses it: the test above): after the didSave there is none left.
+        response = editor.command("docsession.save", uri(path))
+        assert "result" in response, response
+        assert path.read_text() == "written by the editor\n"
+        wait_until(lambda: editor.command("docsession.versions", uri(path))["result"]["versions"], 20, "the saved version")
+        assert [v["kind"] for v in editor.command("docsession.versions", uri(path))["result"]["versions"]] == ["saved"]
+        assert not [m for m in editor.seen if m.get("method") == "window/showMessageRequest"]
+        published = [m for m in editor.seen if m.get("method") == "textDocument/publishDiagnostics"]
+        assert not [m for m in published if m["params"]["diagnostics"]], published
+    finally:
+        editor.client.kill()
+
+
+def test_the_editors_save_before_it_answers_a_reload_keeps_their_text(place: Path) -> None:
+    """Issue 34 point 11: the editor writes its buffer (`didSave`) while the server's reload
+    proposal still waits for its answer: the other program's text it wrote over is kept as a
+    conflict version (before, it was gone without a trace); the refusal that follows is no
+    conflict any more (the editor's file is the buffer's)."""
+    path = place / "docs" / "notes.txt"
+    path.write_text("one\n")
+    theirs = "one\ntheirs, written by another program\n"
+    editor = Editor(place)
+    try:
+        editor.open(path)
+        editor.sync()
+        rewrite(path, theirs)
+        proposal = editor.next_request("workspace/applyEdit")
+        editor.type_at_end(path, "mine\n")
+        editor.write(path)  # before answering the proposal
+        editor.sync()
+        wait_until(lambda: len(theirs) in conflict_sizes(editor, path), 20, "the other program's text kept as a conflict version")
+        editor.answer(proposal, {"applied": False, "failureReason": "the document changed"})
+        response = editor.command("docsession.save", uri(path))  # in order after the answer: nothing to refuse
+        assert "result" in response, response
+        assert path.read_text() == "one\nmine\n"
+        assert not [m for m in editor.seen if m.get("method") == "window/showMessageRequest"]
+    finally:
+        editor.client.kill()
