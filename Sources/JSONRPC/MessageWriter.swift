@@ -16,7 +16,8 @@ public final class MessageWriter: Sendable {
     private let sink: Sink
     private struct State {
         var broken = false
-        var observers: [@Sendable (JSONValue) -> Void] = []
+        /// Told the id of every response about to be written (a batch's, one by one).
+        var observers: [@Sendable (RequestID) -> Void] = []
         /// While held, framed messages collect in `pending` and go out in one write at `flush()`.
         var held = false
         var pending: [UInt8] = []
@@ -55,8 +56,9 @@ public final class MessageWriter: Sendable {
         self.init(sink: { bytes in FileDescriptorIO.writeAll(fileDescriptor, bytes) }, recorder: recorder)
     }
 
-    /// Calls `observer` with every message before it is written (tracing, recording).
-    public func addObserver(_ observer: @escaping @Sendable (JSONValue) -> Void) {
+    /// Calls `observer` with the id of every response before it is written (each response of a
+    /// batch's array, in order).
+    public func addResponseObserver(_ observer: @escaping @Sendable (RequestID) -> Void) {
         state.withLock { $0.observers.append(observer) }
     }
 
@@ -70,17 +72,47 @@ public final class MessageWriter: Sendable {
         state.withLock { state in
             guard !state.broken else { return }
             let body = serialized ?? state.serializer.serialized(message)
-            for observer in state.observers { observer(message) }
+            if !state.observers.isEmpty { Self.tell(state.observers, about: message) }
             // Under the lock, so the records are in the order of the writes.
             recorder?.recordSent(message, body: body)
-            if state.held {
-                Framing.append(body, to: &state.pending)
-                if state.pending.count >= Self.holdLimit { Self.writePending(&state, sink) }
-            } else {
-                state.framed.removeAll(keepingCapacity: state.framed.capacity <= 1 << 16)
-                Framing.append(body, to: &state.framed)
-                if !sink(state.framed) { state.broken = true }
+            Self.write(body, &state, sink)
+        }
+    }
+
+    /// Writes the array answering a batch, built response by response (its text, no tree).
+    public func send(_ batch: consuming BatchAnswer) {
+        guard !batch.isEmpty else { return }
+        let ids = batch.ids
+        let body = batch.close()
+        state.withLock { state in
+            guard !state.broken else { return }
+            for id in ids {
+                for observer in state.observers { observer(id) }
             }
+            if let recorder {
+                for text in batch.responseTexts(in: body) { recorder.recordSentResponse(Array(text)) }
+            }
+            Self.write(body, &state, sink)
+        }
+    }
+
+    private static func tell(_ observers: [@Sendable (RequestID) -> Void], about message: JSONValue) {
+        func check(_ message: JSONValue) {
+            guard message["method"] == nil, let idValue = message["id"], let id = RequestID(json: idValue) else { return }
+            for observer in observers { observer(id) }
+        }
+        if let array = message.arrayValue { array.forEach(check) } else { check(message) }
+    }
+
+    /// Frames `body` and writes it, or queues it while held.
+    private static func write(_ body: [UInt8], _ state: inout State, _ sink: Sink) {
+        if state.held {
+            Framing.append(body, to: &state.pending)
+            if state.pending.count >= Self.holdLimit { Self.writePending(&state, sink) }
+        } else {
+            state.framed.removeAll(keepingCapacity: state.framed.capacity <= 1 << 16)
+            Framing.append(body, to: &state.framed)
+            if !sink(state.framed) { state.broken = true }
         }
     }
 
