@@ -114,6 +114,12 @@ public final class Connection: Sendable {
                         if let task = await dispatch(current, to: handler) { inFlight.track(task) }
                     }
                     if let status = handler.exitStatus { return status }
+                    // In turn: when another connection (or other work) waits for the loop, this
+                    // one lets it go before its next request (its answers so far written first).
+                    if executor.othersWaiting {
+                        queue.willYield()
+                        await Task.yield()
+                    }
                     item = queue.nextQueued()
                 }
             }
@@ -149,6 +155,8 @@ public final class Connection: Sendable {
             var answer = BatchAnswer(limit: maxMessageSize)
             var waiting: [BatchAnswer.Waiting] = []
             for message in messages {
+                // A batch is served in turn too: other connections go between its elements.
+                if executor.othersWaiting { await Task.yield() }
                 switch await process(message, handler) {
                 case .none: break
                 case .ready(let response):

@@ -13,7 +13,15 @@ public final class MessageWriter: Sendable {
     /// Where framed bytes go; answers `false` when the peer is gone.
     public typealias Sink = @Sendable ([UInt8]) -> Bool
 
+    /// Hands the writing of one large message to the sink's own thread, in order with the bytes
+    /// given to the sink: `produce` serialises and frames it there. `estimate` is the message's
+    /// size, roughly, for the sink's accounting. Answers `false` when the peer is gone.
+    public typealias Offload = @Sendable (_ estimate: Int, _ produce: @escaping @Sendable () -> [UInt8]) -> Bool
+
     private let sink: Sink
+    private let offload: Offload?
+    /// A message of at least this many bytes (roughly) is serialised by ``offload`` when there is one.
+    public static let offloadThreshold = 1 << 16
     private struct State {
         var broken = false
         /// Told the id of every response about to be written (a batch's, one by one).
@@ -38,12 +46,23 @@ public final class MessageWriter: Sendable {
     public init(sink: @escaping Sink) {
         self.sink = sink
         self.recorder = nil
+        self.offload = nil
     }
 
     /// A writer that hands each framed message to `sink`, recording it first with `recorder`.
     public init(sink: @escaping Sink, recorder: Recorder?) {
         self.sink = sink
         self.recorder = recorder
+        self.offload = nil
+    }
+
+    /// A writer whose sink writes on a thread of its own (a daemon's client): a large message
+    /// (a document's text) is serialised there too, through `offload`, not on the caller's
+    /// thread, so that the loop goes on serving the other clients meanwhile.
+    public init(sink: @escaping Sink, offload: @escaping Offload) {
+        self.sink = sink
+        self.recorder = nil
+        self.offload = offload
     }
 
     /// A writer to a file descriptor (the protocol's duplicate of stdout).
@@ -68,6 +87,21 @@ public final class MessageWriter: Sendable {
         // A large message is serialised before the lock is taken; a small one under it, through
         // the kept tree.
         let large = !ShapeCachedSerializer.accepts(message)
+        if large, let offload, let estimate = Self.estimate(message, atLeast: Self.offloadThreshold) {
+            state.withLock { state in
+                guard !state.broken else { return }
+                if !state.observers.isEmpty { Self.tell(state.observers, about: message) }
+                // What was held goes first, in order.
+                Self.writePending(&state, sink)
+                let written = offload(estimate) {
+                    var framed: [UInt8] = []
+                    Framing.append(message.serialized(), to: &framed)
+                    return framed
+                }
+                if !written { state.broken = true }
+            }
+            return
+        }
         let serialized = large ? message.serialized() : nil
         state.withLock { state in
             guard !state.broken else { return }
@@ -94,6 +128,28 @@ public final class MessageWriter: Sendable {
             }
             Self.write(body, &state, sink)
         }
+    }
+
+    /// The size of `message`'s text, roughly (its strings' bytes and a few per node), when it is
+    /// at least `threshold`; nil for a smaller one (counted no further than the threshold).
+    static func estimate(_ message: JSONValue, atLeast threshold: Int) -> Int? {
+        var total = 0
+        func add(_ value: JSONValue) {
+            guard total < threshold else { return }
+            switch value {
+            case .string(let string): total += string.utf8.count + 2
+            case .array(let elements): total += 2; elements.forEach(add)
+            case .object(let object):
+                total += 2
+                for (key, member) in object.members {
+                    total += key.utf8.count + 4
+                    add(member)
+                }
+            case .null, .bool, .integer, .double: total += 8
+            }
+        }
+        add(message)
+        return total >= threshold ? total : nil
     }
 
     private static func tell(_ observers: [@Sendable (RequestID) -> Void], about message: JSONValue) {
