@@ -336,18 +336,20 @@ final class SocketOutput: Sendable {
     }
 
     /// Runs `produce` on a pooled thread at nice 10 and waits for its bytes (this queue's thread
-    /// waits; the others' go on): on two cores, serialising a client's 2 MB answers competed with
-    /// the loop answering the other clients, and they should win.
+    /// waits; the other clients' go on): on two cores, serialising a client's 2 MB answers
+    /// competed with the loop answering the other clients, and they should win. Only the
+    /// serialising goes there, never the write: a client that does not read would hold a thread
+    /// of that small pool (the one versions are written on) for as long as it does not.
     private static func produced(by produce: @escaping @Sendable () -> [UInt8]) -> [UInt8] {
         let done = DispatchSemaphore(value: 0)
-        let result = Mutex<[UInt8]>([])
+        let box = Mutex<[UInt8]>([])
         runDetached(niceness: 10) {
             let bytes = produce()
-            result.withLock { $0 = bytes }
+            box.withLock { $0 = bytes }
             done.signal()
         }
         done.wait()
-        return result.withLock { $0 }
+        return box.withLock { $0 }
     }
 
     /// Counts `count` more bytes queued; past ``limit`` the client is cut off and this answers false.
