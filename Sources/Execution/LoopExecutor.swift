@@ -44,6 +44,11 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
     }
 
     private let state = Mutex<State>(State())
+    /// When the loop last looked at its descriptors (``monotonicNanoseconds``).
+    private let lastPolled = Atomic<UInt64>(0)
+    /// How long the loop may run jobs without looking at its descriptors: past it, it polls them
+    /// without waiting between two batches of jobs, and ``othersWaiting`` asks long work to yield.
+    public static let pollInterval: Duration = .microseconds(500)
     /// Written by another thread to wake the loop from `poll`; owned for the loop's life.
     private let wakeEvent: EventDescriptor
     private let thread = Atomic<UInt>(0)
@@ -67,6 +72,29 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
 
     /// Whether the caller is running on the loop's thread.
     public var isCurrent: Bool { thread.load(ordering: .acquiring) == UInt(pthread_self()) }
+
+    /// Whether work running on the loop should let others go first (called on the loop's thread):
+    /// other jobs are queued, or the descriptors have not been looked at for ``pollInterval``
+    /// (another connection's input may be waiting). Long work, a connection answering one queued
+    /// request after another, yields then (`Task.yield()`), so that every connection whose input
+    /// is ready gets a turn before any gets a second.
+    public var othersWaiting: Bool {
+        if pollIsDue { return true }
+        return state.withLock { !$0.jobs.isEmpty }
+    }
+
+    private static let pollIntervalNanoseconds = UInt64(pollInterval.components.attoseconds / 1_000_000_000)
+
+    /// Whether ``pollInterval`` has passed since the descriptors were last looked at.
+    private var pollIsDue: Bool {
+        Self.monotonicNanoseconds() &- lastPolled.load(ordering: .relaxed) >= Self.pollIntervalNanoseconds
+    }
+
+    private static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+    }
 
     // MARK: - Executors
 
@@ -141,7 +169,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
         let task = asUnownedTaskExecutor()
         var batch: [UnownedJob] = []
         batch.reserveCapacity(64)
-        let wakeDescriptor = wakeEvent.descriptor.rawValue
         var polled: [pollfd] = []
         var polledSources: [Source] = []
         while true {
@@ -155,42 +182,65 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, @unchecked Sendab
             }
             if let sources {
                 // Idle: wait for a descriptor or a wake-up.
-                polled.removeAll(keepingCapacity: true)
-                polledSources.removeAll(keepingCapacity: true)
-                polled.append(pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0))
-                for (descriptor, source) in sources where source.isActive() {
-                    polled.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0))
-                    polledSources.append(source)
-                }
-                // A job enqueued from this thread by `isActive` would not wake the poll.
-                let pending = state.withLock { state -> Bool in
-                    if state.jobs.isEmpty { return false }
-                    state.sleeping = false
-                    return true
-                }
-                if pending { continue }
-                // An error other than EINTR (which is retried) counts as a wake-up without events.
-                let count = (try? pollDescriptors(&polled, timeoutMilliseconds: -1)) ?? -1
-                state.withLock { $0.sleeping = false }
-                guard count > 0 else { continue }
-                if polled[0].revents != 0 { _ = try? wakeEvent.reset() }
-                for index in 1..<polled.count where polled[index].revents != 0 {
-                    let descriptor = polled[index].fd
-                    // Still registered with the same handler (an earlier handler may have removed it).
-                    let current = state.withLock { $0.sources[descriptor] }
-                    guard let source = current, source === polledSources[index - 1] else { continue }
-                    if !source.handler() {
-                        state.withLock { state in
-                            if state.sources[descriptor] === source { state.sources[descriptor] = nil }
-                        }
-                    }
-                }
+                pollSources(sources, waiting: true, &polled, &polledSources)
                 continue
             }
             for job in batch {
                 job.runSynchronously(isolatedTo: serial, taskExecutor: task)
             }
             batch.removeAll(keepingCapacity: true)
+            // Busy: the descriptors are looked at between batches all the same, without waiting,
+            // once in a while, so that a connection whose input arrives while another keeps the
+            // loop busy is read (and its edits answered) in turn.
+            if pollIsDue {
+                pollSources(state.withLock { $0.sources }, waiting: false, &polled, &polledSources)
+            }
+        }
+    }
+
+    /// Polls the active sources (and, when `waiting`, the wake-up eventfd, until something is
+    /// ready), then calls the handlers of those that are readable.
+    private func pollSources(
+        _ sources: [Int32: Source], waiting: Bool, _ polled: inout [pollfd], _ polledSources: inout [Source]
+    ) {
+        let wakeDescriptor = wakeEvent.descriptor.rawValue
+        polled.removeAll(keepingCapacity: true)
+        polledSources.removeAll(keepingCapacity: true)
+        polled.append(pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0))
+        for (descriptor, source) in sources where source.isActive() {
+            polled.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0))
+            polledSources.append(source)
+        }
+        lastPolled.store(Self.monotonicNanoseconds(), ordering: .relaxed)
+        if waiting {
+            // A job enqueued from this thread by `isActive` would not wake the poll.
+            let pending = state.withLock { state -> Bool in
+                if state.jobs.isEmpty { return false }
+                state.sleeping = false
+                return true
+            }
+            if pending { return }
+        } else if polledSources.isEmpty {
+            return
+        }
+        // An error other than EINTR (which is retried) counts as a wake-up without events.
+        let count = (try? pollDescriptors(&polled, timeoutMilliseconds: waiting ? -1 : 0)) ?? -1
+        if waiting {
+            state.withLock { $0.sleeping = false }
+            lastPolled.store(Self.monotonicNanoseconds(), ordering: .relaxed)
+        }
+        guard count > 0 else { return }
+        if polled[0].revents != 0 { _ = try? wakeEvent.reset() }
+        for index in 1..<polled.count where polled[index].revents != 0 {
+            let descriptor = polled[index].fd
+            // Still registered with the same handler (an earlier handler may have removed it).
+            let current = state.withLock { $0.sources[descriptor] }
+            guard let source = current, source === polledSources[index - 1] else { continue }
+            if !source.handler() {
+                state.withLock { state in
+                    if state.sources[descriptor] === source { state.sources[descriptor] = nil }
+                }
+            }
         }
     }
 }

@@ -32,6 +32,9 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
         case syntax(String)
         /// More text after the first complete value.
         case trailingData
+        /// A top-level array with more elements than the parser accepts
+        /// (``JSONParser/maxRootArrayElements``); refused before any of it was built.
+        case tooManyElements(count: Int, limit: Int)
     }
 
     /// What was wrong.
@@ -64,6 +67,7 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
         case .unterminatedString: what = "unterminated string"
         case .syntax(let text): what = "syntax error: \(text)"
         case .trailingData: what = "unexpected data after the JSON value"
+        case .tooManyElements(let count, let limit): what = "an array of \(count) elements; at most \(limit) are accepted"
         }
         if let offset { return "\(what) at byte \(offset)" }
         return what

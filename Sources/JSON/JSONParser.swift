@@ -12,6 +12,10 @@ import CJSONC
 public final class JSONParser {
     /// The deepest nesting of arrays and objects accepted.
     public let maxDepth: Int
+    /// The most elements a top-level array may have: a text that is a longer array is refused
+    /// (``JSONParseError/Reason/tooManyElements(count:limit:)``) after the scanner's pass, before
+    /// json-c builds anything of it. Unlimited by default; JSON-RPC bounds its batches with it.
+    public var maxRootArrayElements = Int.max
     private let tokener: UnsafeMutablePointer<json_tokener>
     /// The text with its terminating NUL, as json-c is given it; reused from one parse to the next
     /// for texts shorter than ``keptBufferLimit``.
@@ -75,6 +79,9 @@ public final class JSONParser {
     /// The scanner's check, then json-c's parse of the whole text; the caller releases the tree.
     private func parseTree(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> (OpaquePointer?, JSONScanner.Summary) {
         let summary = try JSONScanner(maxDepth: maxDepth).scan(bytes)
+        if summary.rootElementCount > maxRootArrayElements {
+            throw JSONParseError(.tooManyElements(count: summary.rootElementCount, limit: maxRootArrayElements), at: nil)
+        }
         let count = bytes.count
         guard count < Int(Int32.max) else { throw JSONParseError(.syntax("text longer than 2 GiB"), at: nil) }
 

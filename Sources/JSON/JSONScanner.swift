@@ -14,6 +14,9 @@ struct JSONScanner {
     struct Summary {
         /// The number of object members in the whole text.
         var memberCount = 0
+        /// The number of elements of the top-level array (0 when the text is not an array), counted
+        /// as the values that start directly inside it.
+        var rootElementCount = 0
     }
 
     let maxDepth: Int
@@ -33,6 +36,8 @@ struct JSONScanner {
         var nameStack: [Set<[UInt8]>?] = []
         var lastString: Range<Int>? = nil
         var sawValue = false
+        // Whether the text is an array: then every value starting at depth 1 is one of its elements.
+        var rootIsArray = false
 
         while index < count {
             let byte = bytes[index]
@@ -44,6 +49,11 @@ struct JSONScanner {
                 break
             }
             if byte != UInt8(ascii: ":") { lastStringHadNul = false }
+            if !sawValue {
+                rootIsArray = byte == UInt8(ascii: "[")
+            } else if rootIsArray, depth == 1, byte != UInt8(ascii: ","), byte != UInt8(ascii: "]") {
+                summary.rootElementCount += 1
+            }
             switch byte {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 depth += 1

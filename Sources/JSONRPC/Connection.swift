@@ -114,6 +114,12 @@ public final class Connection: Sendable {
                         if let task = await dispatch(current, to: handler) { inFlight.track(task) }
                     }
                     if let status = handler.exitStatus { return status }
+                    // In turn: when another connection (or other work) waits for the loop, this
+                    // one lets it go before its next request (its answers so far written first).
+                    if executor.othersWaiting {
+                        queue.willYield()
+                        await Task.yield()
+                    }
                     item = queue.nextQueued()
                 }
             }
@@ -145,36 +151,43 @@ public final class Connection: Sendable {
                 }
             }
         case .batch(let messages):
-            var outcomes: [Outcome] = []
+            // Each response is serialised into the array's text as soon as it is ready and its
+            // turn has come: the batch holds its answer's bytes, never a tree of them. From the
+            // first deferred response on, the later ready ones wait as text.
+            var answer = BatchAnswer(limit: maxMessageSize)
+            var waiting: [BatchAnswer.Waiting] = []
             for message in messages {
-                outcomes.append(await process(message, handler))
+                // A batch is served in turn too: other connections go between its elements.
+                if executor.othersWaiting { await Task.yield() }
+                switch await process(message, handler) {
+                case .none: break
+                case .ready(let response):
+                    if waiting.isEmpty { answer.append(response) } else { waiting.append(.text(BatchAnswer.Text(response))) }
+                case .deferred(let work, let answered):
+                    waiting.append(.work(work, answered: answered))
+                }
                 // Nothing after exit is processed, inside a batch as outside one.
                 if handler.exitStatus != nil { break }
             }
             let writer = writer
-            let send: @Sendable ([JSONValue]) -> Void = { responses in
+            if waiting.isEmpty {
                 // A batch of notifications only is answered with nothing at all.
-                if !responses.isEmpty { writer.send(.array(responses)) }
-            }
-            if !outcomes.contains(where: \.isDeferred) {
-                send(outcomes.compactMap(\.readyResponse?.json))
+                writer.send(answer)
                 return nil
             }
             // The batch's one array waits for its slowest member.
-            let pending = outcomes
-            return Task {
-                var responses: [JSONValue] = []
+            return Task { [answer, waiting] in
+                var answer = answer
                 var afterwards: [@Sendable () async -> Void] = []
-                for outcome in pending {
-                    switch outcome {
-                    case .none: break
-                    case .ready(let response): responses.append(response.json)
-                    case .deferred(let work, let answered):
-                        responses.append(await work.value.json)
+                for item in waiting {
+                    switch item {
+                    case .text(let text): answer.append(text)
+                    case .work(let work, let answered):
+                        answer.append(await work.value)
                         if let answered { afterwards.append(answered) }
                     }
                 }
-                send(responses)
+                writer.send(answer)
                 for answered in afterwards { await answered() }
             }
         case .failure(let error):
@@ -207,16 +220,6 @@ public final class Connection: Sendable {
         case ready(Response)
         /// The work, and what runs once its response is written (``Reply/later(_:answered:)``).
         case deferred(Task<Response, Never>, answered: (@Sendable () async -> Void)?)
-
-        var isDeferred: Bool {
-            if case .deferred = self { return true }
-            return false
-        }
-
-        var readyResponse: Response? {
-            if case .ready(let response) = self { return response }
-            return nil
-        }
     }
 
     private func process(_ message: IncomingMessage, _ handler: some MessageHandler) async -> Outcome {

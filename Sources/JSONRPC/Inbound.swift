@@ -24,6 +24,8 @@ public final class InboundDecoder {
     public init(maxMessageSize: Int, pending: PendingRequests, predecoder: ParamsPredecoder? = nil) {
         framer = FrameParser(maxMessageSize: maxMessageSize)
         parser = JSONParser()
+        // A batch over the limit is refused after the scanner's pass, before json-c builds it.
+        parser.maxRootArrayElements = BatchLimits.maxElements
         self.pending = pending
         self.predecoder = predecoder
     }
@@ -64,6 +66,7 @@ public final class InboundDecoder {
                 value = try parser.parse(body)
             }
         } catch {
+            if case .tooManyElements(let count, _) = error.reason { return .failure(BatchLimits.tooManyElements(count)) }
             return .failure(ResponseError(parseError: error))
         }
         if case .array(let elements) = value {

@@ -166,6 +166,12 @@ final class InboundQueue: @unchecked Sendable {
         if queued == 0 { writer?.flush() }
     }
 
+    /// Called before the dispatcher yields the loop to other work between two queued items: the
+    /// answers held so far are written now, not after the others' turns.
+    func willYield() {
+        writer?.flush()
+    }
+
     private func pop() -> Inbound {
         let item = items[head]
         head += 1

@@ -13,10 +13,19 @@ public final class MessageWriter: Sendable {
     /// Where framed bytes go; answers `false` when the peer is gone.
     public typealias Sink = @Sendable ([UInt8]) -> Bool
 
+    /// Hands the writing of one large message to the sink's own thread, in order with the bytes
+    /// given to the sink: `produce` serialises and frames it there. `estimate` is the message's
+    /// size, roughly, for the sink's accounting. Answers `false` when the peer is gone.
+    public typealias Offload = @Sendable (_ estimate: Int, _ produce: @escaping @Sendable () -> [UInt8]) -> Bool
+
     private let sink: Sink
+    private let offload: Offload?
+    /// A message of at least this many bytes (roughly) is serialised by ``offload`` when there is one.
+    public static let offloadThreshold = 1 << 16
     private struct State {
         var broken = false
-        var observers: [@Sendable (JSONValue) -> Void] = []
+        /// Told the id of every response about to be written (a batch's, one by one).
+        var observers: [@Sendable (RequestID) -> Void] = []
         /// While held, framed messages collect in `pending` and go out in one write at `flush()`.
         var held = false
         var pending: [UInt8] = []
@@ -37,12 +46,23 @@ public final class MessageWriter: Sendable {
     public init(sink: @escaping Sink) {
         self.sink = sink
         self.recorder = nil
+        self.offload = nil
     }
 
     /// A writer that hands each framed message to `sink`, recording it first with `recorder`.
     public init(sink: @escaping Sink, recorder: Recorder?) {
         self.sink = sink
         self.recorder = recorder
+        self.offload = nil
+    }
+
+    /// A writer whose sink writes on a thread of its own (a daemon's client): a large message
+    /// (a document's text) is serialised there too, through `offload`, not on the caller's
+    /// thread, so that the loop goes on serving the other clients meanwhile.
+    public init(sink: @escaping Sink, offload: @escaping Offload) {
+        self.sink = sink
+        self.recorder = nil
+        self.offload = offload
     }
 
     /// A writer to a file descriptor (the protocol's duplicate of stdout).
@@ -55,8 +75,9 @@ public final class MessageWriter: Sendable {
         self.init(sink: { bytes in FileDescriptorIO.writeAll(fileDescriptor, bytes) }, recorder: recorder)
     }
 
-    /// Calls `observer` with every message before it is written (tracing, recording).
-    public func addObserver(_ observer: @escaping @Sendable (JSONValue) -> Void) {
+    /// Calls `observer` with the id of every response before it is written (each response of a
+    /// batch's array, in order).
+    public func addResponseObserver(_ observer: @escaping @Sendable (RequestID) -> Void) {
         state.withLock { $0.observers.append(observer) }
     }
 
@@ -66,21 +87,88 @@ public final class MessageWriter: Sendable {
         // A large message is serialised before the lock is taken; a small one under it, through
         // the kept tree.
         let large = !ShapeCachedSerializer.accepts(message)
+        if large, let offload, let estimate = Self.estimate(message, atLeast: Self.offloadThreshold) {
+            state.withLock { state in
+                guard !state.broken else { return }
+                if !state.observers.isEmpty { Self.tell(state.observers, about: message) }
+                // What was held goes first, in order.
+                Self.writePending(&state, sink)
+                let written = offload(estimate) {
+                    var framed: [UInt8] = []
+                    Framing.append(message.serialized(), to: &framed)
+                    return framed
+                }
+                if !written { state.broken = true }
+            }
+            return
+        }
         let serialized = large ? message.serialized() : nil
         state.withLock { state in
             guard !state.broken else { return }
             let body = serialized ?? state.serializer.serialized(message)
-            for observer in state.observers { observer(message) }
+            if !state.observers.isEmpty { Self.tell(state.observers, about: message) }
             // Under the lock, so the records are in the order of the writes.
             recorder?.recordSent(message, body: body)
-            if state.held {
-                Framing.append(body, to: &state.pending)
-                if state.pending.count >= Self.holdLimit { Self.writePending(&state, sink) }
-            } else {
-                state.framed.removeAll(keepingCapacity: state.framed.capacity <= 1 << 16)
-                Framing.append(body, to: &state.framed)
-                if !sink(state.framed) { state.broken = true }
+            Self.write(body, &state, sink)
+        }
+    }
+
+    /// Writes the array answering a batch, built response by response (its text, no tree).
+    public func send(_ batch: consuming BatchAnswer) {
+        guard !batch.isEmpty else { return }
+        let ids = batch.ids
+        let body = batch.close()
+        state.withLock { state in
+            guard !state.broken else { return }
+            for id in ids {
+                for observer in state.observers { observer(id) }
             }
+            if let recorder {
+                for text in batch.responseTexts(in: body) { recorder.recordSentResponse(Array(text)) }
+            }
+            Self.write(body, &state, sink)
+        }
+    }
+
+    /// The size of `message`'s text, roughly (its strings' bytes and a few per node), when it is
+    /// at least `threshold`; nil for a smaller one (counted no further than the threshold).
+    static func estimate(_ message: JSONValue, atLeast threshold: Int) -> Int? {
+        var total = 0
+        func add(_ value: JSONValue) {
+            guard total < threshold else { return }
+            switch value {
+            case .string(let string): total += string.utf8.count + 2
+            case .array(let elements): total += 2; elements.forEach(add)
+            case .object(let object):
+                total += 2
+                for (key, member) in object.members {
+                    total += key.utf8.count + 4
+                    add(member)
+                }
+            case .null, .bool, .integer, .double: total += 8
+            }
+        }
+        add(message)
+        return total >= threshold ? total : nil
+    }
+
+    private static func tell(_ observers: [@Sendable (RequestID) -> Void], about message: JSONValue) {
+        func check(_ message: JSONValue) {
+            guard message["method"] == nil, let idValue = message["id"], let id = RequestID(json: idValue) else { return }
+            for observer in observers { observer(id) }
+        }
+        if let array = message.arrayValue { array.forEach(check) } else { check(message) }
+    }
+
+    /// Frames `body` and writes it, or queues it while held.
+    private static func write(_ body: [UInt8], _ state: inout State, _ sink: Sink) {
+        if state.held {
+            Framing.append(body, to: &state.pending)
+            if state.pending.count >= Self.holdLimit { Self.writePending(&state, sink) }
+        } else {
+            state.framed.removeAll(keepingCapacity: state.framed.capacity <= 1 << 16)
+            Framing.append(body, to: &state.framed)
+            if !sink(state.framed) { state.broken = true }
         }
     }
 

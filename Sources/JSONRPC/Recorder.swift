@@ -67,11 +67,14 @@ public final class Recorder: Sendable {
     public struct InputTap {
         private let recorder: Recorder
         private var framer: FrameParser
-        private let parser = JSONParser()
+        private let parser: JSONParser
 
         init(recorder: Recorder, maxMessageSize: Int) {
             self.recorder = recorder
             framer = FrameParser(maxMessageSize: maxMessageSize)
+            // A batch over the limit, which the connection refuses unread, is recorded as its text.
+            parser = JSONParser()
+            parser.maxRootArrayElements = BatchLimits.maxElements
         }
 
         /// Records the messages these bytes complete.
@@ -123,6 +126,11 @@ public final class Recorder: Sendable {
         } else {
             write(Self.sentDirection(message), body)
         }
+    }
+
+    /// Records one response of a batch's array, given as its text.
+    public func recordSentResponse(_ body: [UInt8]) {
+        write(.receiveResponse, body)
     }
 
     private static func sentDirection(_ message: JSONValue) -> Direction {

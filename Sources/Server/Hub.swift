@@ -99,7 +99,9 @@ public final class Hub: Sendable {
     public func serve(descriptor: Int32, peerProcess: Int32) async {
         await prepare()
         let output = SocketOutput(descriptor: descriptor, logger: logger)
-        let writer = MessageWriter(sink: { bytes in output.enqueue(bytes) })
+        let writer = MessageWriter(
+            sink: { bytes in output.enqueue(bytes) },
+            offload: { estimate, produce in output.enqueue(estimate: estimate, producing: produce) })
         let id = registry.withLock { registry -> Int in
             registry.next += 1
             registry.live += 1
@@ -327,21 +329,59 @@ final class SocketOutput: Sendable {
 
     /// Queues `bytes`; false once the client is gone or cut off.
     func enqueue(_ bytes: [UInt8]) -> Bool {
-        guard !broken.load(ordering: .relaxed) else { return false }
-        let total = queued.add(bytes.count, ordering: .relaxed).newValue
-        if total > Self.limit {
-            if !broken.exchange(true, ordering: .relaxed) {
-                logger.warning("a client stopped reading (\(total) bytes waiting): disconnected")
-                _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
-            }
-            return false
-        }
+        guard reserve(bytes.count) else { return false }
         let descriptor = descriptor
         queue.async { [self] in
             if !broken.load(ordering: .relaxed), !FileDescriptorIO.writeAll(descriptor, bytes) {
                 broken.store(true, ordering: .relaxed)
             }
             queued.subtract(bytes.count, ordering: .relaxed)
+        }
+        return true
+    }
+
+    /// Queues a message that the output's thread serialises and frames (`produce`) before writing
+    /// it, in order with the others; `estimate`, its size roughly, counts towards ``limit`` until
+    /// it is written. False once the client is gone or cut off.
+    func enqueue(estimate: Int, producing produce: @escaping @Sendable () -> [UInt8]) -> Bool {
+        guard reserve(estimate) else { return false }
+        let descriptor = descriptor
+        queue.async { [self] in
+            if !broken.load(ordering: .relaxed), !FileDescriptorIO.writeAll(descriptor, Self.produced(by: produce)) {
+                broken.store(true, ordering: .relaxed)
+            }
+            queued.subtract(estimate, ordering: .relaxed)
+        }
+        return true
+    }
+
+    /// Runs `produce` on a pooled thread at nice 10 and waits for its bytes (this queue's thread
+    /// waits; the other clients' go on): on two cores, serialising a client's 2 MB answers
+    /// competed with the loop answering the other clients, and they should win. Only the
+    /// serialising goes there, never the write: a client that does not read would hold a thread
+    /// of that small pool (the one versions are written on) for as long as it does not.
+    private static func produced(by produce: @escaping @Sendable () -> [UInt8]) -> [UInt8] {
+        let done = DispatchSemaphore(value: 0)
+        let box = Mutex<[UInt8]>([])
+        runDetached(niceness: 10) {
+            let bytes = produce()
+            box.withLock { $0 = bytes }
+            done.signal()
+        }
+        done.wait()
+        return box.withLock { $0 }
+    }
+
+    /// Counts `count` more bytes queued; past ``limit`` the client is cut off and this answers false.
+    private func reserve(_ count: Int) -> Bool {
+        guard !broken.load(ordering: .relaxed) else { return false }
+        let total = queued.add(count, ordering: .relaxed).newValue
+        if total > Self.limit {
+            if !broken.exchange(true, ordering: .relaxed) {
+                logger.warning("a client stopped reading (\(total) bytes waiting): disconnected")
+                _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
+            }
+            return false
         }
         return true
     }

@@ -27,28 +27,20 @@ struct WorkspaceQueries {
 /// writer observer, so it runs under the writer's lock just before the response's bytes go out,
 /// and whatever a query sends after that comes after the response.
 final class ResponseGate: Sendable {
-    private let waiting = Mutex<[(id: JSONValue, written: @Sendable () -> Void)]>([])
+    private let waiting = Mutex<[(id: RequestID, written: @Sendable () -> Void)]>([])
 
     /// Calls `written` (once) when the response to `id` is about to be written.
     func wait(for id: RequestID, _ written: @escaping @Sendable () -> Void) {
-        waiting.withLock { $0.append((id.json, written)) }
+        waiting.withLock { $0.append((id, written)) }
     }
 
-    /// The writer's observer: sees every message (a batch's responses in one array).
-    func observe(_ message: JSONValue) {
-        let due: [@Sendable () -> Void] = waiting.withLock { waiting in
-            guard !waiting.isEmpty else { return [] }
-            var due: [@Sendable () -> Void] = []
-            func check(_ message: JSONValue) {
-                guard message["method"] == nil, let id = message["id"],
-                    let index = waiting.firstIndex(where: { $0.id == id })
-                else { return }
-                due.append(waiting.remove(at: index).written)
-            }
-            if let array = message.arrayValue { array.forEach(check) } else { check(message) }
-            return due
+    /// The writer's observer: told the id of every response (a batch's one by one).
+    func observe(_ id: RequestID) {
+        let due: (@Sendable () -> Void)? = waiting.withLock { waiting in
+            guard let index = waiting.firstIndex(where: { $0.id == id }) else { return nil }
+            return waiting.remove(at: index).written
         }
-        for written in due { written() }
+        due?()
     }
 }
 
@@ -144,7 +136,7 @@ extension Server {
             gate = existing
         } else {
             gate = ResponseGate()
-            writer.addObserver { [gate] message in gate.observe(message) }
+            writer.addResponseObserver { [gate] id in gate.observe(id) }
             queries.responses = gate
         }
         gate.wait(for: context.id) { continuation.yield(.responseWritten) }

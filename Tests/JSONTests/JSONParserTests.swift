@@ -246,3 +246,42 @@ struct ObjectTests {
         #expect(value.jsonText == #"{"z":1,"a":2,"m":3}"#)
     }
 }
+
+@Suite("Elements of a top-level array (JSONParser.maxRootArrayElements)")
+struct RootArrayElementsTests {
+    private func parse(_ text: String, limit: Int) throws(JSONParseError) -> JSONValue {
+        let parser = JSONParser()
+        parser.maxRootArrayElements = limit
+        return try parser.parse(text)
+    }
+
+    @Test("only the top-level array's own elements count: nested arrays, objects and strings are one each")
+    func countsTopLevelElements() throws {
+        let text = #"[1, [2, 3, 4], {"a": [5, 6], "b": 7}, "x,y", -8.5e1, true, null, []]"#
+        #expect(try parse(text, limit: 8).arrayValue?.count == 8)
+        do {
+            _ = try parse(text, limit: 7)
+            Issue.record("an array of 8 elements was accepted under a limit of 7")
+        } catch {
+            #expect(error.reason == .tooManyElements(count: 8, limit: 7))
+        }
+    }
+
+    @Test("an object, a scalar and an empty array are not limited")
+    func otherTexts() throws {
+        #expect(try parse(#"{"a": [1, 2, 3]}"#, limit: 1)["a"]?.arrayValue?.count == 3)
+        #expect(try parse("42", limit: 0) == .integer(42))
+        #expect(try parse("[ ]", limit: 0) == .array([]))
+    }
+
+    @Test("a million elements are refused after the scan, before json-c builds them")
+    func refusedBeforeBuilding() {
+        let text = "[" + Array(repeating: "{}", count: 1_000_000).joined(separator: ",") + "]"
+        do {
+            _ = try parse(text, limit: 10_000)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.reason == .tooManyElements(count: 1_000_000, limit: 10_000))
+        }
+    }
+}
