@@ -16,6 +16,15 @@ extension PackageStore {
     /// of `handle`, if any (the managed store is not touched while a save publishes it; saves run
     /// one at a time). Never called from a save of the line (it would wait for itself).
     func waitForSave(_ handle: String) async throws(DocumentError) {
+        if PackageStore.turnOf == handle {
+            // Run in the document's line (``inLineIfBusy(_:afterSaves:_:)``), which waited for the
+            // saves and calls asked before; the later ones wait for it.
+            while let running = saving[handle] {
+                await running.value
+            }
+            _ = try document(handle)
+            return
+        }
         await storeLine[handle]?.value
         await saveLine[handle]?.value
         while let running = saving[handle] {
@@ -63,6 +72,9 @@ extension PackageStore {
         return task
     }
 
+    /// The document whose line the current task runs in (``inLineIfBusy(_:afterSaves:_:)``).
+    @TaskLocal static var turnOf: String?
+
     /// Runs `body` in the document's line, after the saves and calls asked for before it (and the
     /// save in progress), whatever order the requests' tasks reach the store in; the requests that
     /// wait for saves (``waitForSave(_:)``) wait for it too. Answers its outcome when it ends.
@@ -92,9 +104,15 @@ extension PackageStore {
     /// Runs `body` in the document's store line when a store call of it is waiting or running (a
     /// write of an entry, a read, the state asked for after a long statement come after it, and
     /// do not wait for saves); nil when the line is idle (the caller answers at once).
-    public func inLineIfBusy<T: Sendable>(_ handle: String, _ body: @escaping @Sendable () async -> T) -> Task<T, Never>? {
+    public func inLineIfBusy<T: Sendable>(
+        _ handle: String, afterSaves: Bool = false, _ body: @escaping @Sendable () async -> T
+    ) -> Task<T, Never>? {
         guard storeLine[handle] != nil else { return nil }
-        let task = inLine(handle, afterSaves: false) { () throws(DocumentError) -> T in await body() }
+        let task = inLine(handle, afterSaves: afterSaves) { () throws(DocumentError) -> T in
+            // Its turn in the line: its own wait for saves (``waitForSave(_:)``) must not wait for
+            // the line, which holds it.
+            await PackageStore.$turnOf.withValue(handle) { await body() }
+        }
         return Task {
             switch await task.value {
             case .success(let value): return value

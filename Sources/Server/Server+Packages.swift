@@ -171,10 +171,14 @@ extension Server {
     /// A package request that reads or changes the document (an entry, its state): answered now
     /// when no store call of the document is waiting or running; else after them, off the queue, so
     /// that a long statement holds only its own document's requests.
+    ///
+    /// With `afterSaves`, in the line it also waits for the saves asked before it, and runs holding
+    /// the document's turn (undo, redo, revert, close, resolveConflict, recover: their own wait for
+    /// saves does not wait for the line again).
     func packageRequest<R: RequestResult>(
-        _ handle: String, _ body: @escaping @Sendable () async throws(ResponseError) -> R
+        _ handle: String, afterSaves: Bool = false, _ body: @escaping @Sendable () async throws(ResponseError) -> R
     ) async throws(ResponseError) -> Answer<R> {
-        let waiting = await packages.inLineIfBusy(handle) { () -> Result<R, ResponseError> in
+        let waiting = await packages.inLineIfBusy(handle, afterSaves: afterSaves) { () -> Result<R, ResponseError> in
             do throws(ResponseError) {
                 return .success(try await body())
             } catch {

@@ -259,11 +259,19 @@ public actor Server: MessageHandler {
             .now(try await server.editDocument(params, id: context.id))
         },
         RequestEntry(UndoRequest.self) { server, params, _ throws(ResponseError) in
-            if server.isPackage(params.handle) { return .now(.package(try await server.packageStep(params.handle, version: params.version, undo: true))) }
+            if server.isPackage(params.handle) {
+                return try await server.packageRequest(params.handle, afterSaves: true) { () throws(ResponseError) in
+                    .package(try await server.packageStep(params.handle, version: params.version, undo: true))
+                }
+            }
             return .now(.text(try await server.undoOrRedo(params.handle, version: params.version, undo: true)))
         },
         RequestEntry(RedoRequest.self) { server, params, _ throws(ResponseError) in
-            if server.isPackage(params.handle) { return .now(.package(try await server.packageStep(params.handle, version: params.version, undo: false))) }
+            if server.isPackage(params.handle) {
+                return try await server.packageRequest(params.handle, afterSaves: true) { () throws(ResponseError) in
+                    .package(try await server.packageStep(params.handle, version: params.version, undo: false))
+                }
+            }
             return .now(.text(try await server.undoOrRedo(params.handle, version: params.version, undo: false)))
         },
         RequestEntry(DocumentStateRequest.self) { server, params, _ throws(ResponseError) in
@@ -274,7 +282,9 @@ public actor Server: MessageHandler {
             return .now(.text(try await server.documentState(params)))
         },
         RequestEntry(CloseDocumentRequest.self) { server, params, context throws(ResponseError) in
-            if server.isPackage(params.handle) { return .now(try await server.closePackage(params)) }
+            if server.isPackage(params.handle) {
+                return try await server.packageRequest(params.handle, afterSaves: true) { () throws(ResponseError) in try await server.closePackage(params) }
+            }
             return try await server.closeDocument(params, context)
         },
         RequestEntry(SaveDocumentRequest.self) { server, params, context throws(ResponseError) in
@@ -287,11 +297,19 @@ public actor Server: MessageHandler {
             return try await server.saveDocument(params, context).asText()
         },
         RequestEntry(RevertDocumentRequest.self) { server, params, context throws(ResponseError) in
-            if server.isPackage(params.handle) { return .now(.package(try await server.revertPackage(params.handle))) }
+            if server.isPackage(params.handle) {
+                return try await server.packageRequest(params.handle, afterSaves: true) { () throws(ResponseError) in
+                    .package(try await server.revertPackage(params.handle))
+                }
+            }
             return try await server.revertDocument(params, context).asText()
         },
         RequestEntry(ResolveConflictRequest.self) { server, params, context throws(ResponseError) in
-            if server.isPackage(params.handle) { return .now(.package(try await server.resolvePackageConflict(params))) }
+            if server.isPackage(params.handle) {
+                return try await server.packageRequest(params.handle, afterSaves: true) { () throws(ResponseError) in
+                    .package(try await server.resolvePackageConflict(params))
+                }
+            }
             return .now(.text(try await server.resolveConflict(params, context)))
         },
         RequestEntry(ListVersionsRequest.self) { server, params, _ throws(ResponseError) in
@@ -318,7 +336,11 @@ public actor Server: MessageHandler {
         RequestEntry(QueryRequest.self) { server, params, context throws(ResponseError) in .now(try await server.query(params, context)) },
         RequestEntry(StopQueryRequest.self) { server, params, _ throws(ResponseError) in .now(try await server.stopQuery(params)) },
         RequestEntry(RecoverRequest.self) { server, params, _ throws(ResponseError) in
-            if server.isPackage(params.handle) { return .now(.package(try await server.recoverPackage(params.handle))) }
+            if server.isPackage(params.handle) {
+                return try await server.packageRequest(params.handle, afterSaves: true) { () throws(ResponseError) in
+                    .package(try await server.recoverPackage(params.handle))
+                }
+            }
             return .now(.text(try await server.recover(params)))
         },
         RequestEntry(DiscardRecoveryRequest.self) { server, params, _ throws(ResponseError) in

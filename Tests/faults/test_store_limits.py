@@ -294,3 +294,34 @@ def test_daemon_clients_that_leave_endless_queries_do_not_hold_the_server(tmp_pa
         for pid in daemons_on(runtime_dir):
             os.kill(pid, signal.SIGKILL)
             wait_until(lambda: not alive(pid), what=f"daemon {pid} to die")
+
+
+def test_an_undo_waiting_for_a_long_query_of_its_document_holds_no_other_document(sandbox):
+    """Undo, revert, close... of a managed document wait for its store calls in its line, off the
+    queue: before, they waited in the queue and every other document waited with them."""
+    server = sandbox.start()
+    handle = create(server, sandbox.docs / "u.docpackage", timeLimit=3_600_000)
+    server.call("store/execute", {"document": handle, "sql": "INSERT INTO t(x) VALUES (1)"})
+    rpc = server.rpc
+    rpc.send({"jsonrpc": "2.0", "id": "q", "method": "store/query", "params": {"document": handle, "sql": ENDLESS}})
+    rpc.send({"jsonrpc": "2.0", "id": "u", "method": "document/undo", "params": {"document": handle, "version": 2}})
+    rpc.send({"jsonrpc": "2.0", "id": "s", "method": "document/state", "params": {"document": handle}})
+    other = sandbox.docs / "other.txt"
+    other.write_text("text\n")
+    opened, before = rpc.request("document/open", {"uri": uri(other)})
+    assert "result" in opened, opened
+    early = [m.get("id") for m in before if isinstance(m, dict) and "method" not in m]
+    assert early == [], early
+    rpc.notify("$/cancelRequest", {"id": "q"})
+    answers = {}
+    order = []
+    while len(answers) < 3:
+        message = rpc.read_message(timeout=DEADLINE)
+        if isinstance(message, dict) and message.get("id") in ("q", "u", "s") and "method" not in message:
+            answers[message["id"]] = message
+            order.append(message["id"])
+    assert order == ["q", "u", "s"], order
+    assert answers["q"]["error"]["code"] == CANCELLED
+    assert answers["u"]["result"]["version"] == 3 and answers["u"]["result"]["store"] is True, answers["u"]
+    assert answers["s"]["result"]["version"] == 3 and answers["s"]["result"]["canUndo"] is False, answers["s"]
+    assert server.call("store/query", {"document": handle, "sql": "SELECT count(*) FROM t"})["rows"] == [[0]]
