@@ -243,8 +243,12 @@ extension PackageStore {
         _ handle: String, sql: String, params: SQLParams, version: Int64?, label: String?,
         stop: (@Sendable () -> Bool)? = nil
     ) -> Task<Result<(Int64, ExecuteResult), DocumentError>, Never> {
-        inLine(handle) { () throws(DocumentError) in
-            try await self.executeInTurn(handle, sql: sql, params: params, version: version, label: label, stop: stop)
+        inLine(handle) { () -> Result<(Int64, ExecuteResult), DocumentError> in
+            do throws(DocumentError) {
+                return .success(try await self.executeInTurn(handle, sql: sql, params: params, version: version, label: label, stop: stop))
+            } catch {
+                return .failure(error)
+            }
         }
     }
 
@@ -252,8 +256,12 @@ extension PackageStore {
     public func enqueueQuery(
         _ handle: String, sql: String, params: SQLParams, stop: (@Sendable () -> Bool)? = nil
     ) -> Task<Result<QueryResult, DocumentError>, Never> {
-        inLine(handle) { () throws(DocumentError) in
-            try await self.queryInTurn(handle, sql: sql, params: params, stop: stop)
+        inLine(handle) { () -> Result<QueryResult, DocumentError> in
+            do throws(DocumentError) {
+                return .success(try await self.queryInTurn(handle, sql: sql, params: params, stop: stop))
+            } catch {
+                return .failure(error)
+            }
         }
     }
 

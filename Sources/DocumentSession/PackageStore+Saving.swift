@@ -79,21 +79,17 @@ extension PackageStore {
     /// save in progress), whatever order the requests' tasks reach the store in; the requests that
     /// wait for saves (``waitForSave(_:)``) wait for it too. Answers its outcome when it ends.
     func inLine<T: Sendable>(
-        _ handle: String, afterSaves: Bool = true, _ body: @escaping @Sendable () async throws(DocumentError) -> T
-    ) -> Task<Result<T, DocumentError>, Never> {
+        _ handle: String, afterSaves: Bool = true, _ body: @escaping @Sendable () async -> T
+    ) -> Task<T, Never> {
         let previousSave = afterSaves ? saveLine[handle] : nil
         let previousCall = storeLine[handle]
-        let task = Task { () -> Result<T, DocumentError> in
+        let task = Task { () -> T in
             await previousSave?.value
             await previousCall?.value
             while afterSaves, let running = self.saving[handle] {
                 await running.value
             }
-            do throws(DocumentError) {
-                return .success(try await body())
-            } catch {
-                return .failure(error)
-            }
+            return await body()
         }
         let end = Task { _ = await task.value }
         storeLine[handle] = end
@@ -108,16 +104,10 @@ extension PackageStore {
         _ handle: String, afterSaves: Bool = false, _ body: @escaping @Sendable () async -> T
     ) -> Task<T, Never>? {
         guard storeLine[handle] != nil else { return nil }
-        let task = inLine(handle, afterSaves: afterSaves) { () throws(DocumentError) -> T in
+        return inLine(handle, afterSaves: afterSaves) {
             // Its turn in the line: its own wait for saves (``waitForSave(_:)``) must not wait for
             // the line, which holds it.
             await PackageStore.$turnOf.withValue(handle) { await body() }
-        }
-        return Task {
-            switch await task.value {
-            case .success(let value): return value
-            case .failure: fatalError("unreachable: the body does not throw")
-            }
         }
     }
 
