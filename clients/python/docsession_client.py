@@ -89,6 +89,17 @@ REQUEST_CANCELLED = -32800
 CONTENT_MODIFIED = -32801
 
 
+def _store_options(migrations: Sequence[str], read_only: bool, time_limit: Optional[int],
+                   memory_limit: Optional[int]) -> dict:
+    """A managed document's ``storeOptions`` (protocol §13.5); the limits only when given."""
+    options: dict = {"migrations": list(migrations), "readOnly": read_only}
+    if time_limit is not None:
+        options["timeLimit"] = time_limit
+    if memory_limit is not None:
+        options["memoryLimit"] = memory_limit
+    return options
+
+
 class RpcError(Exception):
     """An error response: ``code``, ``message`` and ``data`` as the server sent them."""
 
@@ -650,17 +661,19 @@ class Client:
 
     def open_package(self, path: Union[str, os.PathLike], *, kind: Optional[str] = None,
                      migrations: Sequence[str] = (), read_only: bool = False,
+                     time_limit: Optional[int] = None, memory_limit: Optional[int] = None,
                      timeout: float = 60.0) -> "PackageDocument":
         """``document/open`` of a directory that is one document: a `PackageDocument`, or a
         `ManagedDocument` for a managed one (``kind`` ``"package"`` or ``"managed"``; without it
         the server goes by the extension, ``.textbundle`` and the like, or the managed layout).
-        ``migrations`` and ``read_only`` are a managed document's ``storeOptions``."""
+        ``migrations``, ``read_only``, ``time_limit`` (milliseconds) and ``memory_limit`` (bytes)
+        are a managed document's ``storeOptions``."""
         params: dict = {"uri": _to_uri(path)}
         if kind is not None:
             params["kind"] = kind
-        if migrations or read_only:
+        if migrations or read_only or time_limit is not None or memory_limit is not None:
             params["kind"] = "managed"
-            params["storeOptions"] = {"migrations": list(migrations), "readOnly": read_only}
+            params["storeOptions"] = _store_options(migrations, read_only, time_limit, memory_limit)
         return self._adopt(self.request("document/open", params, timeout, hook=self._adopt))
 
     def create_package(self, path: Union[str, os.PathLike], *, timeout: float = 30.0) -> "PackageDocument":
@@ -670,20 +683,24 @@ class Client:
         return self._adopt(info)
 
     def create_managed(self, path: Union[str, os.PathLike], migrations: Sequence[str] = (), *,
-                       read_only: bool = False, timeout: float = 60.0) -> "ManagedDocument":
+                       read_only: bool = False, time_limit: Optional[int] = None,
+                       memory_limit: Optional[int] = None, timeout: float = 60.0) -> "ManagedDocument":
         """``document/create`` with ``kind: "managed"``: a new package holding an empty SQLite
-        store with ``migrations`` applied (UIManagedDocument's layout), published at once."""
+        store with ``migrations`` applied (UIManagedDocument's layout), published at once.
+        ``time_limit`` (milliseconds per request's statements; the server's default is 10 s) and
+        ``memory_limit`` (bytes per value and per query's answer; 64 MiB) bound its SQL."""
         info = self.request("document/create", {
             "uri": _to_uri(path), "kind": "managed",
-            "storeOptions": {"migrations": list(migrations), "readOnly": read_only}}, timeout, hook=self._adopt)
+            "storeOptions": _store_options(migrations, read_only, time_limit, memory_limit)}, timeout, hook=self._adopt)
         return self._adopt(info)
 
     def open_managed(self, path: Union[str, os.PathLike], migrations: Sequence[str] = (), *,
-                     read_only: bool = False, timeout: float = 60.0) -> "ManagedDocument":
+                     read_only: bool = False, time_limit: Optional[int] = None,
+                     memory_limit: Optional[int] = None, timeout: float = 60.0) -> "ManagedDocument":
         """``document/open`` with ``kind: "managed"``: the migrations beyond the store's
-        ``PRAGMA user_version`` run, each in its own transaction."""
+        ``PRAGMA user_version`` run, each in its own transaction (limits as `create_managed`)."""
         params = {"uri": _to_uri(path), "kind": "managed",
-                  "storeOptions": {"migrations": list(migrations), "readOnly": read_only}}
+                  "storeOptions": _store_options(migrations, read_only, time_limit, memory_limit)}
         return self._adopt(self.request("document/open", params, timeout, hook=self._adopt))
 
     def document(self, handle: str) -> Optional["Document"]:

@@ -809,6 +809,23 @@ def test_a_packages_unsaved_entries_are_recovered_after_a_crash(start, tmp_path:
     assert again.read_text("text.md") == "# Notes\n"
 
 
+def test_a_runaway_query_is_bounded_by_the_time_limit_and_by_the_clients_timeout(start, tmp_path: Path) -> None:
+    """Issue 34.2 from the client's side: `time_limit` stops an endless statement (STORE_ERROR, kind
+    timeLimit); with a limit of an hour, the client's own timeout cancels it, and the server stops
+    the statement (the next query is answered at once instead of after the hour)."""
+    from docsession_client import STORE_ERROR
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    c = start()
+    quick = c.create_managed(tmp_path / "quick.docpackage", ["CREATE TABLE t(id INTEGER PRIMARY KEY)"], time_limit=300)
+    with pytest.raises(RpcError) as stopped:
+        quick.query(endless)
+    assert stopped.value.code == STORE_ERROR and stopped.value.data["kind"] == "timeLimit", stopped.value
+    patient = c.create_managed(tmp_path / "patient.docpackage", ["CREATE TABLE t(id INTEGER PRIMARY KEY)"], time_limit=3_600_000)
+    with pytest.raises(TimeoutError):
+        patient.query(endless, timeout=0.5)
+    assert patient.query("SELECT 1", timeout=30) == [(1,)]
+
+
 def test_a_managed_document_executes_queries_undoes_and_saves(start, tmp_path: Path) -> None:
     import sqlite3
     from docsession_client import STATEMENT_REFUSED, STORE_ERROR, ManagedDocument
