@@ -89,12 +89,7 @@ final class DatabaseHandle: @unchecked Sendable {
 
     /// The working copy's size on disk (with its WAL): what a copy of it in a journal weighs.
     var workingCopySize: Int {
-        var total = 0
-        for path in [workingPath, workingPath + "-wal"] {
-            var info = stat()
-            if stat(path, &info) == 0 { total += Int(info.st_size) }
-        }
-        return total
+        [workingPath, workingPath + "-wal"].reduce(0) { $0 + Int(FileIdentity.current(path: $1)?.size ?? 0) }
     }
 
     /// A copy of the working copy's content (as a published store) and the store's change count

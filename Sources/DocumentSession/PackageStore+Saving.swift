@@ -43,7 +43,7 @@ extension PackageStore {
         // What it writes is taken now, in request order: a write asked for after it stays unsaved
         // even when it reaches the store before this save begins. With store calls asked before it
         // still in line, it is taken when the last of them ends, as a step of the line: the
-        // requests asked for after the save wait for that step (``waitForLine(_:)``).
+        // requests asked for after the save wait for that step (``inLineIfBusy(_:afterSaves:_:)``).
         let snapshot: Task<SaveSnapshot?, Never>
         if let calls = storeLine[handle] {
             snapshot = Task {
@@ -114,13 +114,6 @@ extension PackageStore {
     /// The line's last store call ended: the line goes (unless a later one joined it).
     private func endOfStoreLine(_ handle: String, _ end: Task<Void, Never>) {
         if storeLine[handle] == end { storeLine[handle] = nil }
-    }
-
-    /// Waits for the document's store calls (and saves' snapshots) asked for before, for a request
-    /// that reads or changes the document in request order without waiting for its saves (a write,
-    /// a read of an entry, the document's state).
-    public func waitForLine(_ handle: String) async {
-        await storeLine[handle]?.value
     }
 
     /// What a save of `handle` taken now writes (nil once the document is closed).

@@ -1,9 +1,5 @@
 import CSQLite
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// SQLite's `SQLITE_TRANSIENT`: bind copies the bytes (the macro is a cast, which Swift does not
 /// import).
 let transientDestructor = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
@@ -89,7 +85,7 @@ final class Connection {
     /// Gives the statements run until ``disarm()`` `timeLimit` milliseconds from now, and stops
     /// them early when `stop` answers true (a cancelled request, a client gone).
     func arm(timeLimit: Int, stop: (@Sendable () -> Bool)?) {
-        budget.deadline = StatementBudget.now() &+ UInt64(max(0, timeLimit)) &* 1_000_000
+        budget.deadline = .now + .milliseconds(max(0, timeLimit))
         budget.timeLimit = timeLimit
         budget.stop = stop
         budget.stopped = nil
@@ -97,7 +93,7 @@ final class Connection {
 
     /// Lifts the budget (the store's own statements run without one).
     func disarm() {
-        budget.deadline = 0
+        budget.deadline = nil
         budget.stop = nil
     }
 
@@ -191,8 +187,8 @@ final class StatementBudget {
         case cancelled
     }
 
-    /// `CLOCK_MONOTONIC` nanoseconds past which a statement is stopped; 0: no deadline.
-    var deadline: UInt64 = 0
+    /// When a statement is stopped; nil: no deadline.
+    var deadline: ContinuousClock.Instant?
     /// The limit the deadline came from, in milliseconds (for the error).
     var timeLimit = 0
     /// Answers true when the statement's request is no longer wanted.
@@ -200,20 +196,13 @@ final class StatementBudget {
     /// Set when the handler stopped a statement.
     var stopped: Stop?
 
-    /// The time on `CLOCK_MONOTONIC`, in nanoseconds.
-    static func now() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
-    }
-
     /// Whether the statement must stop now (recording why).
     func exceeded() -> Bool {
         if let stop, stop() {
             stopped = .cancelled
             return true
         }
-        if deadline != 0, StatementBudget.now() >= deadline {
+        if let deadline, ContinuousClock.now >= deadline {
             stopped = .timeLimit
             return true
         }

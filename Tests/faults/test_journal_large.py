@@ -7,14 +7,12 @@ answered once it is written and flushed: killed the moment its answer arrives, i
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import pytest
 
 from faultkit import uri
-from test_journal import Editor, serve, sigkill, span
+from test_journal import Editor, serve, sigkill
 
 MB = 1 << 20
 
@@ -22,6 +20,14 @@ MB = 1 << 20
 def big_text(tag: str, size: int) -> str:
     line = f"{tag} " + "x" * 70 + "\n"
     return line * (size // len(line))
+
+
+def reopened_after_a_kill(sandbox, server, state: Path, params: dict):
+    """SIGKILLs `server` the moment its last answer was read, then opens with `params` in a new
+    server on the same state directory: that server and the open's answer."""
+    sigkill(server)
+    after = serve(sandbox, state)
+    return after, after.call("document/open", params)
 
 
 @pytest.mark.parametrize("change", ["replace_all", "first_keystroke"])
@@ -39,12 +45,7 @@ def test_a_large_change_killed_as_it_is_answered_is_recovered(sandbox, change):
         editor.insert(0, 0, "typed ")
     # Killed the moment the answer is read: before the fix the record was still in the writer's
     # batch (3 of 3 runs lost it), now it is on disk before the answer is sent.
-    os.kill(server.pid, signal.SIGKILL)
-    assert server.wait_exit() == -signal.SIGKILL
-    server.kill()
-
-    after = serve(sandbox, state)
-    info = after.call("document/open", {"uri": uri(path)})
+    after, info = reopened_after_a_kill(sandbox, server, state, {"uri": uri(path)})
     offer = info.get("recovery")
     assert offer is not None, "the acknowledged change was lost: nothing offered"
     assert offer["version"] == editor.version and offer["fileMatchesBase"] is True and offer["cut"] is None, offer
@@ -82,12 +83,7 @@ def test_a_large_package_entry_killed_as_it_is_answered_is_recovered(sandbox):
     handle = server.call("document/open", {"uri": uri(package)})["document"]
     body = big_text("entry", 20 * MB)
     version = server.call("document/writeEntry", {"document": handle, "path": "text.md", "text": body})["version"]
-    os.kill(server.pid, signal.SIGKILL)
-    assert server.wait_exit() == -signal.SIGKILL
-    server.kill()
-
-    after = serve(sandbox, state)
-    info = after.call("document/open", {"uri": uri(package)})
+    after, info = reopened_after_a_kill(sandbox, server, state, {"uri": uri(package)})
     offer = info.get("recovery")
     assert offer is not None and offer["version"] == version, info
     after.call("document/recover", {"document": info["document"]})
@@ -107,12 +103,7 @@ def test_the_first_change_of_a_large_managed_store_killed_as_it_is_answered_is_r
     server.call("document/close", {"document": handle})
     handle = server.call("document/open", {"uri": uri(package), "kind": "managed", "storeOptions": {"migrations": migrations}})["document"]
     done = server.call("store/execute", {"document": handle, "sql": "DELETE FROM t WHERE id = 7"})
-    os.kill(server.pid, signal.SIGKILL)
-    assert server.wait_exit() == -signal.SIGKILL
-    server.kill()
-
-    after = serve(sandbox, state)
-    info = after.call("document/open", {"uri": uri(package), "kind": "managed", "storeOptions": {"migrations": migrations}})
+    after, info = reopened_after_a_kill(sandbox, server, state, {"uri": uri(package), "kind": "managed", "storeOptions": {"migrations": migrations}})
     offer = info.get("recovery")
     assert offer is not None and offer["version"] == done["version"], info
     after.call("document/recover", {"document": info["document"]})

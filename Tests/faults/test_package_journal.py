@@ -718,17 +718,14 @@ def test_random_kills_during_a_managed_save_leave_a_state_the_user_had(sandbox):
     assert outcomes["old"] > 0 and outcomes["new"] > 0, (outcomes, chosen)
 
 
-def test_a_package_save_killed_before_its_answer_recovers_no_mix_of_two_states(sandbox):
-    """The same kill for a plain package: text.md written, info.json deleted, text.md written
-    again, saved, SIGKILL after the swap. The old journal's base is the old tree; replayed onto
-    the saved one, its first write fitted and the deletion did not (info.json was gone): the
-    offer held text.md's first bytes without info.json, a state the user never had, and `mine`
-    would have saved it over the newer text. Off its base a journal replays whole or not at all:
-    here nothing (cut at its first change, reason notOnBase), and the package stays as saved."""
+def package_save_preparer(sandbox, template: Path, package: Path, changes: list[tuple[str, str, bytes | None]]):
+    """The `prepare` of a kill test of a package's save (test_packages.discover_save_calls,
+    save_killed_at): each call copies `template` to `package` anew, starts a server on a state
+    directory of its own, makes `changes` (("write", path, bytes) or ("delete", path, None), a
+    deletion only of an entry there) and waits until the journal holds the last. Answers it, the
+    states seen by version (`states`, filled by the last call) and where the last call's state
+    directory is (`where["state"]`)."""
     import shutil
-    from test_packages import discover_save_calls, save_killed_at
-    template = make_bundle(sandbox.root / "template")
-    package = sandbox.docs / template.name
     runs = [0]
     states: dict[int, dict] = {}
     where = {"state": sandbox.root / "state-0"}
@@ -744,14 +741,31 @@ def test_a_package_save_killed_before_its_answer_recovers_no_mix_of_two_states(s
         states.clear()
         seen = snapshot(server, handle)
         states[seen["version"]] = seen["files"]
-        write(server, handle, "text.md", "first\n")
-        server.call("document/deleteEntry", {"document": handle, "path": "info.json"})
-        write(server, handle, "text.md", "second\n")
-        seen = snapshot(server, handle)
-        states[seen["version"]] = seen["files"]
+        for kind, path, data in changes:
+            if kind == "write":
+                write(server, handle, path, data)
+            elif path in seen["files"]:
+                server.call("document/deleteEntry", {"document": handle, "path": path})
+            seen = snapshot(server, handle)
+            states[seen["version"]] = seen["files"]
         wait_for_journal(state, seen["version"])
         return server, handle, package
 
+    return prepare, states, where
+
+
+def test_a_package_save_killed_before_its_answer_recovers_no_mix_of_two_states(sandbox):
+    """The same kill for a plain package: text.md written, info.json deleted, text.md written
+    again, saved, SIGKILL after the swap. The old journal's base is the old tree; replayed onto
+    the saved one, its first write fitted and the deletion did not (info.json was gone): the
+    offer held text.md's first bytes without info.json, a state the user never had, and `mine`
+    would have saved it over the newer text. Off its base a journal replays whole or not at all:
+    here nothing (cut at its first change, reason notOnBase), and the package stays as saved."""
+    from test_packages import discover_save_calls, save_killed_at
+    template = make_bundle(sandbox.root / "template")
+    package = sandbox.docs / template.name
+    changes = [("write", "text.md", b"first\n"), ("delete", "info.json", None), ("write", "text.md", b"second\n")]
+    prepare, states, where = package_save_preparer(sandbox, template, package, changes)
     points = discover_save_calls(sandbox, prepare)
     # The swap: the save thread's last rename (an entry copied into the staged tree is renamed too).
     swap = max(index for index, (name, _) in enumerate(points) if name in ("renameat2", "renameat"))
@@ -784,7 +798,6 @@ def test_random_kills_during_a_package_save_leave_a_state_the_user_had(sandbox):
     offer recovers the entries at its version (or, when it replayed nothing, the package as on
     disk), which `mine` saves."""
     import random
-    import shutil
     from test_packages import discover_save_calls, save_killed_at
     rng = random.Random(int(os.environ.get("DOCSESSION_RECOVERY_SEED", "344")))
     template = make_bundle(sandbox.root / "template")
@@ -793,32 +806,7 @@ def test_random_kills_during_a_package_save_leave_a_state_the_user_had(sandbox):
     for index in range(4):
         changes.append(rng.choice([("write", rng.choice(["a.txt", "assets/b.bin", "text.md"]), bytes([index]) * rng.randrange(1, 9)),
                                    ("delete", "assets/pixel.png", None)]))
-    runs = [0]
-    states: dict[int, dict] = {}
-    where = {"state": sandbox.root / "state-0"}
-
-    def prepare():
-        runs[0] += 1
-        where["state"] = state = sandbox.root / f"state-{runs[0]}"
-        if package.exists():
-            shutil.rmtree(package)
-        shutil.copytree(template, package)
-        server = serve(sandbox, state)
-        handle = server.call("document/open", {"uri": uri(package)})["document"]
-        states.clear()
-        seen = snapshot(server, handle)
-        states[seen["version"]] = seen["files"]
-        for kind, path, data in changes:
-            present = path in snapshot(server, handle)["files"]
-            if kind == "write":
-                write(server, handle, path, data)
-            elif present:
-                server.call("document/deleteEntry", {"document": handle, "path": path})
-            seen = snapshot(server, handle)
-            states[seen["version"]] = seen["files"]
-        wait_for_journal(state, seen["version"])
-        return server, handle, package
-
+    prepare, states, where = package_save_preparer(sandbox, template, package, changes)
     points = discover_save_calls(sandbox, prepare)
     chosen = rng.sample(points, min(20, len(points)))
     first, outcomes, wrong = min(states), {"old": 0, "new": 0}, []

@@ -1071,6 +1071,22 @@ def test_a_buffer_that_differs_from_the_file_at_did_open_is_a_conflict_not_edits
         editor.client.kill()
 
 
+THEIRS = "one\ntheirs, written by another program\n"
+
+
+def reload_proposed_as_the_user_types(editor: "Editor", path: Path) -> dict:
+    """`path` ("one\\n") open in `editor`; another program writes THEIRS over it, the server
+    proposes the reload (`workspace/applyEdit`, answered here), and the user types "mine\\n" before
+    the editor answers it."""
+    path.write_text("one\n")
+    editor.open(path)
+    editor.sync()
+    rewrite(path, THEIRS)
+    proposal = editor.next_request("workspace/applyEdit")
+    editor.type_at_end(path, "mine\n")
+    return proposal
+
+
 def test_a_reload_the_editor_refuses_is_a_conflict_at_once_and_its_own_save_keeps_their_text(place: Path) -> None:
     """Issue 34 point 11: the server proposes a reload, the user types meanwhile and the editor
     answers `{applied: false}` (as VS Code does). Nothing was said until `docsession.save` failed,
@@ -1078,16 +1094,10 @@ def test_a_reload_the_editor_refuses_is_a_conflict_at_once_and_its_own_save_keep
     a trace. Now the refusal is a conflict at once (diagnostic and question), and the other
     program's text is a conflict version when the editor writes over it."""
     path = place / "docs" / "notes.txt"
-    path.write_text("one\n")
-    theirs = "one\ntheirs, written by another program\n"
     editor = Editor(place)
     try:
-        editor.open(path)
-        editor.sync()
-        rewrite(path, theirs)
-        proposal = editor.next_request("workspace/applyEdit")
+        proposal = reload_proposed_as_the_user_types(editor, path)
         assert proposal["params"]["label"] == "Reloaded from disk"
-        editor.type_at_end(path, "mine\n")  # the user types before the editor answers
         editor.answer(proposal, {"applied": False, "failureReason": "the document changed"})
         question = editor.next_request("window/showMessageRequest", timeout=20)
         assert [a["title"] for a in question["params"]["actions"]] == ["Keep mine", "Take theirs", "Merge"]
@@ -1096,7 +1106,7 @@ def test_a_reload_the_editor_refuses_is_a_conflict_at_once_and_its_own_save_keep
         editor.write(path)  # the editor writes its buffer over the file itself
         editor.sync()
         assert path.read_text() == "one\nmine\n"
-        wait_until(lambda: len(theirs) in conflict_sizes(editor, path), 20, "the other program's text kept as a conflict version")
+        wait_until(lambda: len(THEIRS) in conflict_sizes(editor, path), 20, "the other program's text kept as a conflict version")
     finally:
         editor.client.kill()
 
@@ -1133,18 +1143,12 @@ def test_the_editors_save_before_it_answers_a_reload_keeps_their_text(place: Pat
     conflict version (before, it was gone without a trace); the refusal that follows is no
     conflict any more (the editor's file is the buffer's)."""
     path = place / "docs" / "notes.txt"
-    path.write_text("one\n")
-    theirs = "one\ntheirs, written by another program\n"
     editor = Editor(place)
     try:
-        editor.open(path)
-        editor.sync()
-        rewrite(path, theirs)
-        proposal = editor.next_request("workspace/applyEdit")
-        editor.type_at_end(path, "mine\n")
+        proposal = reload_proposed_as_the_user_types(editor, path)
         editor.write(path)  # before answering the proposal
         editor.sync()
-        wait_until(lambda: len(theirs) in conflict_sizes(editor, path), 20, "the other program's text kept as a conflict version")
+        wait_until(lambda: len(THEIRS) in conflict_sizes(editor, path), 20, "the other program's text kept as a conflict version")
         editor.answer(proposal, {"applied": False, "failureReason": "the document changed"})
         response = editor.command("docsession.save", uri(path))  # in order after the answer: nothing to refuse
         assert "result" in response, response
